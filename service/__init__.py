@@ -1,0 +1,1 @@
+"""LLM Deploy Advisor: the REST service and its compute core."""

@@ -1,0 +1,69 @@
+"""Request dependencies: the one transaction per request, the app state, and the keys."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from service.api.problems import ProblemError
+from service.db.session import transaction
+from service.startup import AppState
+
+
+def get_state(request: Request) -> AppState:
+    state: AppState = request.app.state.advisor
+    return state
+
+
+StateDep = Annotated[AppState, Depends(get_state)]
+
+
+def get_session(state: StateDep) -> Iterator[Session]:
+    with transaction(state.sessions) as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+_bearer = HTTPBearer(auto_error=False)
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def _matches(given: str, keys: list[str]) -> bool:
+    # Compare with every key, in constant time, so timing tells nothing about which one nearly matched.
+    ok = False
+    for key in keys:
+        ok |= hmac.compare_digest(given.encode(), key.encode())
+    return ok
+
+
+def require_write_key(state: StateDep, creds: BearerDep) -> str:
+    keys = state.settings.write_keys()
+    if creds is None:
+        raise ProblemError(401, "Unauthorized", "this endpoint needs 'Authorization: Bearer <key>'")
+    if not keys:
+        raise ProblemError(403, "Forbidden", "writes are disabled: the operator set no ADVISOR_API_KEY")
+    if not _matches(creds.credentials, keys):
+        raise ProblemError(403, "Forbidden", "the key is not valid for writes")
+    # Who sent it, without storing the key: a short digest of it.
+    return "key-" + hashlib.sha256(creds.credentials.encode()).hexdigest()[:12]
+
+
+def require_read_key(state: StateDep, creds: BearerDep) -> None:
+    read = state.settings.advisor_read_key
+    if read is None:
+        return
+    keys = [k.strip() for k in read.get_secret_value().split(",") if k.strip()] + state.settings.write_keys()
+    if creds is None:
+        raise ProblemError(401, "Unauthorized", "reads need 'Authorization: Bearer <key>'")
+    if not _matches(creds.credentials, keys):
+        raise ProblemError(403, "Forbidden", "the key is not valid")
+
+
+WriterDep = Annotated[str, Depends(require_write_key)]

@@ -1,0 +1,89 @@
+"""RFC 9457 problem details for every error the API returns."""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+PROBLEM_JSON = "application/problem+json"
+
+
+class ProblemError(Exception):
+    """Raise from anywhere below a route to answer with a problem body."""
+
+    def __init__(self, status: int, title: str, detail: str, *, field: Sequence[str | int] | None = None,
+                 errors: list[dict[str, Any]] | None = None, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.field = list(field) if field else None
+        self.errors = errors
+        self.extra = extra
+
+
+def unknown_id(kind: str, value: str, known: Iterable[str], field: Sequence[str | int],
+               status: int = 422) -> ProblemError:
+    known_list = sorted(set(known))
+    nearest = difflib.get_close_matches(value.lower(), [k.lower() for k in known_list], n=5, cutoff=0.4)
+    by_lower = {k.lower(): k for k in known_list}
+    nearest_ids = [by_lower[n] for n in nearest]
+    hint = f"nearest known: {', '.join(nearest_ids)}" if nearest_ids else f"known: {', '.join(known_list[:60])}"
+    return ProblemError(status, f"Unknown {kind}", f"unknown {kind} '{value}'; {hint}", field=field,
+                        nearest=nearest_ids, known=known_list if len(known_list) <= 100 else None)
+
+
+def _problem(status: int, title: str, detail: str, instance: str, **extra: Any) -> JSONResponse:
+    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail,
+                            "instance": instance}
+    body.update({k: v for k, v in extra.items() if v is not None})
+    return JSONResponse(jsonable_encoder(body), status_code=status, media_type=PROBLEM_JSON)
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+    msg = err.get("msg", "invalid")
+    ctx = err.get("ctx") or {}
+    if "expected" in ctx:
+        msg = f"{msg} (valid: {ctx['expected']})"
+    return f"{loc}: {msg}" if loc else msg
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ProblemError)
+    async def _problem_error(request: Request, exc: ProblemError) -> JSONResponse:
+        return _problem(exc.status, exc.title, exc.detail, request.url.path, field=exc.field,
+                        errors=exc.errors, **exc.extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"field": [p for p in e.get("loc", ()) if p != "body"], "message": e.get("msg"),
+             "type": e.get("type"), **({"valid": e["ctx"]["expected"]} if "expected" in (e.get("ctx") or {}) else {})}
+            for e in exc.errors()
+        ]
+        detail = "; ".join(_describe(e) for e in exc.errors()[:5])
+        first = errors[0]["field"] if errors else None
+        return _problem(422, "Invalid request", detail, request.url.path, field=first, errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        title = {404: "Not found", 405: "Method not allowed", 401: "Unauthorized", 403: "Forbidden",
+                 413: "Request body too large"}.get(exc.status_code, "Error")
+        return _problem(exc.status_code, title, str(exc.detail), request.url.path)
+
+    @app.exception_handler(OperationalError)
+    async def _db_down(request: Request, exc: OperationalError) -> JSONResponse:
+        log.warning("database unavailable: %s", exc.orig)
+        return _problem(503, "Database unavailable", "the database cannot be reached; retry later",
+                        request.url.path)

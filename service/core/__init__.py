@@ -1,0 +1,1 @@
+"""The compute core: pure numpy, no FastAPI or SQLAlchemy. Works on arrays built once from the catalog."""

@@ -1,0 +1,38 @@
+"""The ASGI app: ``uvicorn service.main:app``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from service.api import catalog, health, problems
+from service.settings import Settings, get_settings
+from service.startup import build_state
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    logging.basicConfig(level=settings.log_level.upper())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.advisor = build_state(settings)
+        yield
+        app.state.advisor.engine.dispose()
+
+    app = FastAPI(
+        title="LLM Deploy Advisor",
+        version="0.1.0",
+        description="Given a model, traffic and a latency budget: what to deploy, and what it costs.",
+        lifespan=lifespan,
+    )
+    problems.install(app)
+    app.include_router(health.router)
+    app.include_router(catalog.router)
+    return app
+
+
+app = create_app()

@@ -1,0 +1,43 @@
+"""Runtime settings, read from the environment (and a .env file if present)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+
+    database_url: str = Field(
+        default="sqlite:///./llm_deploy_advisor.db",
+        description="SQLAlchemy URL; PostgreSQL as postgresql+psycopg://user@host:5432/db",
+    )
+    auto_migrate: bool = Field(default=True, description="migrate and load the catalog at start-up")
+    advisor_api_key: SecretStr | None = Field(
+        default=None, description="comma-separated keys that may write (Bearer token)")
+    advisor_read_key: SecretStr | None = Field(default=None, description="if set, reads need a key too")
+    log_level: str = Field(default="INFO")
+    max_body_bytes: int = Field(default=5_000_000, gt=0, description="request body limit, bytes")
+
+    @field_validator("database_url")
+    @classmethod
+    def _psycopg_driver(cls, v: str) -> str:
+        # A bare postgresql:// URL would make SQLAlchemy look for psycopg2, which we do not install.
+        if v.startswith("postgresql://"):
+            return "postgresql+psycopg://" + v.removeprefix("postgresql://")
+        if v.startswith("postgres://"):
+            return "postgresql+psycopg://" + v.removeprefix("postgres://")
+        return v
+
+    def write_keys(self) -> list[str]:
+        if self.advisor_api_key is None:
+            return []
+        return [k.strip() for k in self.advisor_api_key.get_secret_value().split(",") if k.strip()]
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()
