@@ -15,7 +15,7 @@ from service.repository.catalog import record_hash, stored_hash
 
 
 def alias_map(session: Session) -> dict[str, str]:
-    return dict(session.execute(select(ModelAlias.alias_lower, ModelAlias.model_id)).tuples().all())
+    return {a: m for a, m in session.execute(select(ModelAlias.alias_lower, ModelAlias.model_id))}
 
 
 def _row_dict(row: MeasurementRow, aliases: dict[str, str], **extra: Any) -> dict[str, Any]:

@@ -1,0 +1,9 @@
+FROM python:3.11-slim
+WORKDIR /app
+COPY . /app
+# Editable install: the Alembic migrations are read from /app/migrations at start-up.
+RUN pip install --no-cache-dir -e .
+ENV DATABASE_URL=sqlite:////data/llm_deploy_advisor.db
+VOLUME ["/data"]
+EXPOSE 8000
+CMD ["uvicorn", "service.main:app", "--host", "0.0.0.0", "--port", "8000", "--workers", "2"]

@@ -1,0 +1,73 @@
+"""Fixtures: real databases (SQLite always; PostgreSQL when TEST_POSTGRES_URL is reachable) through the
+real migrations, and the real app over HTTP."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, create_engine, text
+
+from service.main import create_app
+from service.settings import Settings
+
+PG_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+def _pg_reachable() -> str | None:
+    try:
+        eng = create_engine(PG_URL, connect_args={"connect_timeout": 3})
+        with eng.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        eng.dispose()
+        return None
+    except Exception as exc:  # the reason is shown in the skip message
+        return f"PostgreSQL at {PG_URL} not reachable: {type(exc).__name__}: {exc}"
+
+
+_PG_SKIP = _pg_reachable()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database of each kind; each test gets its own (a fresh PostgreSQL schema)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'advisor.db'}"
+        return
+    if _PG_SKIP:
+        if os.environ.get("CI"):
+            pytest.fail(_PG_SKIP)
+        pytest.skip(_PG_SKIP)
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    sep = "&" if "?" in PG_URL else "?"
+    yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+    with admin.begin() as conn:
+        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    admin.dispose()
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    from service.db.session import make_engine
+
+    eng = make_engine(db_url)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture(scope="session")
+def client() -> Iterator[TestClient]:
+    """The real app on a SQLite file, started once for the API tests."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        settings = Settings(database_url=f"sqlite:///{d}/api.db", advisor_api_key="test-write-key")
+        with TestClient(create_app(settings)) as c:
+            yield c
