@@ -5,8 +5,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from service.db.base import Base
 from service.db import models  # noqa: F401  (registers the tables on Base.metadata)
+from service.db.base import Base
 from service.settings import Settings
 
 config = context.config

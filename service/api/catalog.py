@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
+from gpu_catalog.schema import ModelSpec
 from service.api.deps import SessionDep, StateDep, require_read_key
 from service.api.problems import unknown_id
 from service.core.architecture import kv_bytes_per_token_upper
@@ -40,7 +41,7 @@ def get_gpu(gpu_id: str, state: StateDep) -> GpuPublic:
     raise unknown_id("GPU", gpu_id, (g.id for g in state.catalog.gpus), ["path", "gpu_id"], status=404)
 
 
-def _public_model(m) -> ModelPublic:  # type: ignore[no-untyped-def]
+def _public_model(m: ModelSpec) -> ModelPublic:
     return ModelPublic.model_validate({**m.model_dump(), "kv_bytes_per_token_bf16": kv_bytes_per_token_upper(m)})
 
 

@@ -100,12 +100,12 @@ def read_catalog(session: Session) -> Catalog:
     ]
     dtypes: Sequence[Dtype] = session.scalars(select(Dtype).order_by(Dtype.kind, Dtype.id)).all()
     weight = [WeightDtypeSpec(id=d.id, name=d.name, bits_per_weight=d.bits,
-                              native_compute=d.native_compute,  # type: ignore[arg-type]
-                              fallback_compute=d.fallback_compute,  # type: ignore[arg-type]
-                              activation_bits=d.activation_bits or 16, quality=d.quality,  # type: ignore[arg-type]
+                              native_compute=d.native_compute,
+                              fallback_compute=d.fallback_compute,
+                              activation_bits=d.activation_bits or 16, quality=d.quality,
                               quality_note=d.quality_note, source=d.source)
               for d in dtypes if d.kind == "weight"]
-    kv = [KvDtypeSpec(id=d.id, name=d.name, bits_per_element=int(d.bits), quality=d.quality,  # type: ignore[arg-type]
+    kv = [KvDtypeSpec(id=d.id, name=d.name, bits_per_element=int(d.bits), quality=d.quality,
                       source=d.source) for d in dtypes if d.kind == "kv"]
     engines = [EngineSpec.model_validate({f: getattr(e, f) for f in EngineSpec.model_fields})
                for e in session.scalars(select(Engine).order_by(Engine.id))]

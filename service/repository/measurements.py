@@ -64,7 +64,7 @@ def file_sha256(data: bytes) -> str:
 
 
 def filtered(gpu: str | None, model_id: str | None, engine: str | None, weight_dtype: str | None,
-             source_id: str | None, quality: str | None) -> Select[tuple[Measurement]]:
+             source_id: str | None, quality: str | None) -> Select[Measurement]:
     stmt = select(Measurement)
     if gpu:
         stmt = stmt.where(Measurement.gpu == gpu)
@@ -81,7 +81,7 @@ def filtered(gpu: str | None, model_id: str | None, engine: str | None, weight_d
     return stmt
 
 
-def page(session: Session, stmt: Select[tuple[Measurement]], limit: int, offset: int) -> tuple[int, list[Measurement]]:
+def page(session: Session, stmt: Select[Measurement], limit: int, offset: int) -> tuple[int, list[Measurement]]:
     total = session.scalar(select(func.count()).select_from(stmt.subquery())) or 0
     items = list(session.scalars(stmt.order_by(Measurement.id).limit(limit).offset(offset)))
     return total, items

@@ -20,7 +20,8 @@ class GpuList(BaseModel):
 
 class ModelPublic(ModelSpec):
     kv_bytes_per_token_bf16: int = Field(
-        description="KV-cache bytes per token of context for the whole model in BF16 (all full-attention layers)")
+        description="KV-cache bytes per token of context, whole model, BF16; "
+        "sliding-window layers counted as full (an upper bound)")
 
 
 class ModelList(BaseModel):
