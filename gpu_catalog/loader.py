@@ -169,15 +169,7 @@ def load_catalog(data_dir: Path = DATA_DIR) -> Catalog:
 
 def parse_measurement_rows(rows: Iterable[dict[str, Any]], origin: str) -> list[MeasurementRow]:
     """Validate measurement rows (CSV data rows or JSON objects); row numbers are 1-based."""
-    out: list[MeasurementRow] = []
-    for i, raw in enumerate(rows, start=1):
-        try:
-            out.append(MeasurementRow.model_validate(raw))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"]) or None
-            raise CatalogError(origin, i, loc, err["msg"]) from exc
-    return out
+    return _validate(MeasurementRow, list(rows), Path(origin))
 
 
 def load_measurements(path: Path = PUBLISHED_CSV) -> list[MeasurementRow]:

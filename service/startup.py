@@ -7,11 +7,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from gpu_catalog.loader import PUBLISHED_CSV, Catalog, load_catalog, load_measurements
+from gpu_catalog.loader import DATA_DIR, PUBLISHED_CSV, Catalog, load_catalog, load_measurements
 from service.db import migrate
 from service.db.session import make_engine, make_sessionmaker, transaction
 from service.repository.catalog import read_catalog, sync_catalog
@@ -48,11 +49,11 @@ def _startup_lock(engine: Engine) -> Iterator[None]:
             conn.commit()
 
 
-def migrate_and_load(engine: Engine, sessions: sessionmaker[Session]) -> None:
+def migrate_and_load(engine: Engine, sessions: sessionmaker[Session], data_dir: Path = DATA_DIR) -> None:
     """Bring the schema to head and the catalog and shipped measurements up to date (idempotent)."""
     with _startup_lock(engine):
         migrate.upgrade(engine)
-        files = load_catalog()
+        files = load_catalog(data_dir)
         published = PUBLISHED_CSV.read_bytes()
         with transaction(sessions) as session:
             changed = sync_catalog(session, files)
