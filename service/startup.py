@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import Engine, text
@@ -32,7 +32,6 @@ class AppState:
     sessions: sessionmaker[Session]
     catalog: Catalog
     startup_s: float = 0.0
-    extras: dict[str, object] = field(default_factory=dict)
 
 
 @contextmanager

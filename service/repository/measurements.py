@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Select, func, insert, select
 from sqlalchemy.orm import Session
 
-from gpu_catalog.schema import MEASUREMENT_COLUMNS, MeasurementRow
+from gpu_catalog.schema import MeasurementRow
 from service.db.models import BenchmarkSource, Measurement, ModelAlias
 from service.repository.catalog import record_hash, stored_hash
 
@@ -85,9 +85,3 @@ def page(session: Session, stmt: Select[Measurement], limit: int, offset: int) -
     total = session.scalar(select(func.count()).select_from(stmt.subquery())) or 0
     items = list(session.scalars(stmt.order_by(Measurement.id).limit(limit).offset(offset)))
     return total, items
-
-
-def all_rows(session: Session) -> list[dict[str, Any]]:
-    """Every stored measurement as a plain dict (the calibration input)."""
-    cols = [getattr(Measurement, c) for c in (*MEASUREMENT_COLUMNS, "model_id", "id")]
-    return [dict(r._mapping) for r in session.execute(select(*cols).order_by(Measurement.id))]
