@@ -11,6 +11,7 @@ import csv
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,6 +59,17 @@ class Catalog:
     engines: list[EngineSpec]
     support: list[SupportRow]
     content_sha256: str = field(default="")
+
+    @cached_property
+    def _model_by_name(self) -> dict[str, ModelSpec]:
+        return {n.lower(): m for m in self.models for n in (m.id, *m.aliases)}
+
+    def resolve_model(self, name: str) -> ModelSpec | None:
+        """The architecture an HF repo id (any case; base, instruct, chat or alias) names, if known."""
+        return self._model_by_name.get(name.lower())
+
+    def model_names(self) -> list[str]:
+        return [n for m in self.models for n in (m.id, *m.aliases)]
 
 
 def _read_yaml(path: Path) -> Any:

@@ -20,7 +20,6 @@ class Settings(BaseSettings):
         default=None, description="comma-separated keys that may write (Bearer token)")
     advisor_read_key: SecretStr | None = Field(default=None, description="if set, reads need a key too")
     log_level: str = Field(default="INFO")
-    max_body_bytes: int = Field(default=5_000_000, gt=0, description="request body limit, bytes")
 
     @field_validator("database_url")
     @classmethod

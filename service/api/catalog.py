@@ -54,12 +54,10 @@ def list_models(state: StateDep) -> ModelList:
 @router.get("/models/{model_id:path}", response_model=ModelPublic,
             summary="One architecture; base, instruct and chat ids and any case resolve to it")
 def get_model(model_id: str, state: StateDep) -> ModelPublic:
-    wanted = model_id.lower()
-    for m in state.catalog.models:
-        if wanted in {n.lower() for n in (m.id, *m.aliases)}:
-            return _public_model(m)
-    names = [n for m in state.catalog.models for n in (m.id, *m.aliases)]
-    raise unknown_id("model", model_id, names, ["path", "model_id"], status=404)
+    m = state.catalog.resolve_model(model_id)
+    if m is None:
+        raise unknown_id("model", model_id, state.catalog.model_names(), ["path", "model_id"], status=404)
+    return _public_model(m)
 
 
 @router.get("/quantizations", response_model=QuantizationList,
@@ -98,10 +96,10 @@ def list_benchmarks(
 ) -> MeasurementPage:
     model_id = None
     if model:
-        names = {n.lower(): m.id for m in state.catalog.models for n in (m.id, *m.aliases)}
-        model_id = names.get(model.lower())
-        if model_id is None:
-            raise unknown_id("model", model, [m.id for m in state.catalog.models], ["query", "model"])
+        resolved = state.catalog.resolve_model(model)
+        if resolved is None:
+            raise unknown_id("model", model, state.catalog.model_names(), ["query", "model"])
+        model_id = resolved.id
     if gpu and gpu not in {g.id for g in state.catalog.gpus}:
         raise unknown_id("GPU", gpu, (g.id for g in state.catalog.gpus), ["query", "gpu"])
     total, items = repo.page(session, repo.filtered(gpu, model_id, engine, dtype, source, quality), limit, offset)

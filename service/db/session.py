@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
+        # timeout: seconds a writer waits for SQLite's file lock before failing.
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
@@ -22,6 +23,8 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
+    # Connections per process (FastAPI's threadpool runs sync routes on up to 40 threads); connect_timeout
+    # in seconds, so an unreachable database fails fast instead of hanging a request.
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20,
                          connect_args={"connect_timeout": 5})
 

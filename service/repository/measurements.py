@@ -6,12 +6,12 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, func, insert, select
+from sqlalchemy import Select, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from gpu_catalog.schema import MeasurementRow
 from service.db.models import BenchmarkSource, Measurement, ModelAlias
-from service.repository.catalog import record_hash, stored_hash
+from service.repository.catalog import record_hash
 
 
 def alias_map(session: Session) -> dict[str, str]:
@@ -36,8 +36,6 @@ def ensure_sources(session: Session, rows: Sequence[MeasurementRow], shipped: bo
 
 def sync_published(session: Session, rows: Sequence[MeasurementRow], content_sha256: str) -> int:
     """Insert the shipped rows that are not stored yet; returns how many were added."""
-    if stored_hash(session, "published") == content_sha256:
-        return 0
     ensure_sources(session, rows, shipped=True)
     have = set(session.scalars(select(Measurement.row_id)))
     aliases = alias_map(session)
@@ -50,12 +48,11 @@ def sync_published(session: Session, rows: Sequence[MeasurementRow], content_sha
 
 
 def relink_models(session: Session) -> None:
-    """Point every measurement at its catalog model (after the catalog changed)."""
-    aliases = alias_map(session)
-    for m in session.scalars(select(Measurement)):
-        mid = aliases.get(m.model.lower())
-        if m.model_id != mid:
-            m.model_id = mid
+    """Point every measurement at its catalog model (after the catalog changed), in one UPDATE."""
+    resolved = (select(ModelAlias.model_id)
+                .where(ModelAlias.alias_lower == func.lower(Measurement.model))
+                .scalar_subquery())
+    session.execute(update(Measurement).values(model_id=resolved))
     session.flush()
 
 
