@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gpu_catalog.schema import (
+    CostConstants,
     EngineSpec,
     GpuSpec,
     KvDtypeSpec,
@@ -177,6 +178,12 @@ def load_catalog(data_dir: Path = DATA_DIR) -> Catalog:
 
     return Catalog(gpus=gpus, models=models, weight_dtypes=weight, kv_dtypes=kv, engines=engines,
                    support=support, content_sha256=files_sha256(catalog_files(data_dir)))
+
+
+def load_cost_constants(data_dir: Path = DATA_DIR) -> CostConstants:
+    """The cost model's planning constants (costmodel.yaml), validated."""
+    path = data_dir / "costmodel.yaml"
+    return _validate(CostConstants, [_read_yaml(path)], path)[0]
 
 
 def parse_measurement_rows(rows: Iterable[dict[str, Any]], origin: str) -> list[MeasurementRow]:

@@ -246,3 +246,42 @@ class MeasurementRow(BaseModel):
 
 
 MEASUREMENT_COLUMNS: tuple[str, ...] = tuple(MeasurementRow.model_fields)
+
+
+class CostMemoryConstants(_Strict):
+    other_overhead_gib: float = Field(gt=0, description="per-GPU reserve for CUDA context, graphs, workspaces, GiB")
+    other_overhead_source: str = Field(min_length=5)
+    nccl_mb_by_tp: dict[int, float] = Field(description="NCCL buffer memory by tensor-parallel size, MB")
+    nccl_source: str = Field(min_length=5)
+    activation_bytes_per_element: int = Field(gt=0)
+    logits_bytes_per_element: int = Field(gt=0)
+    logits_source: str = Field(min_length=5)
+
+
+class EngineBudget(_Strict):
+    memory_budget: Literal["share_of_total", "share_of_free"]
+    current_from_version: str = Field(description="first release of the engine generation the service targets")
+    legacy_gpu_memory_utilization: float = Field(gt=0, le=1)
+    legacy_max_num_seqs: int = Field(ge=1)
+    legacy_max_num_batched_tokens: int = Field(ge=1)
+    source: str = Field(min_length=5)
+
+
+class ParamBound(_Strict):
+    initial: float = Field(gt=0)
+    min: float = Field(gt=0)
+    max: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ParamBound:
+        if not self.min <= self.initial <= self.max:
+            raise ValueError("need min <= initial <= max")
+        return self
+
+
+class CostConstants(_Strict):
+    """gpu_catalog/data/costmodel.yaml: planning constants of the cost model, with sources."""
+
+    memory: CostMemoryConstants
+    engines: dict[str, EngineBudget]
+    initial_params: dict[str, ParamBound]

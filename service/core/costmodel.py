@@ -1,0 +1,569 @@
+"""The analytic cost model: memory, prefill, decode step and serving dynamics, over arrays of candidates.
+
+Pure numpy: no web framework or database here. A candidate is one (model, GPU, weight dtype, KV dtype,
+engine, parallel layout, engine settings, workload); a batch of candidates is a struct of equal-length
+arrays (``Candidates``), scored in one pass by ``evaluate``. Catalog facts are gathered once into
+``Tables`` (one row per model, GPU, dtype), and candidates hold integer indices into them.
+
+Units are in the names: ``_s`` seconds, ``_bytes`` bytes, ``_flops`` floating-point operations
+(a multiply-add counts 2), ``_tok`` tokens. Times are per replica unless the name says otherwise.
+
+The physics (each term is a roofline over the catalog's datasheet figures, scaled by fitted efficiencies):
+
+* Memory per GPU: weights (bits per weight from the dtype, scales included; embeddings in 16 bits; split
+  over TP x PP, experts included), activations of one forward pass of ``max_num_batched_tokens`` tokens
+  plus FP32 sampling logits, a fixed reserve (CUDA context, graphs, workspaces) and NCCL buffers. The KV
+  budget follows the engine: a share of total memory (vLLM) or of what is free (TensorRT-LLM).
+* KV per token and GPU: 2 x layers/PP x ceil(KV heads / TP) x head dim x bytes; MLA latents are not
+  split by TP; sliding-window layers hold at most the window.
+* Prefill: linear FLOPs of the active parameters plus the causal attention term (quadratic in the
+  prompt), over dense FLOPS x ``eff_flops``, floored by reading the weights once; two ring all-reduces
+  per layer under TP.
+* Decode step: (weights touched + KV read for every sequence) over bandwidth x ``eff_bw`` against the
+  batch's FLOPs over compute, smoothly whichever binds, plus all-reduces and a per-step overhead. MoE
+  layers read only the experts the batch routes to (expected distinct experts of ``b`` tokens).
+* Serving (continuous batching): with ``B`` sequences decoding, each step also carries on average
+  ``B x I / O`` prompt tokens (I, O: input and output lengths) of arriving requests (chunked prefill), so
+  ``TPOT = t_decode(B) + B x (I/O) x c_prefill``. Closed loops solve Little's law for ``B``; open loops
+  (request rate) add M/D/1 queueing to TTFT; when the load exceeds what ``max_num_seqs`` or the KV cache
+  holds, requests queue and TTFT absorbs the wait. The first wave of a closed loop (all clients at once)
+  is the fitted ``wave`` share of that wave's prefill queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from gpu_catalog.loader import Catalog
+from gpu_catalog.schema import CostConstants
+from service.core.architecture import arch_numbers
+
+F = NDArray[np.float64]
+I_ = NDArray[np.int64]
+
+GIB_BYTES = 1024**3           # bytes in one GiB (binary unit, as engines log memory)
+GB_BYTES = 1e9                # bytes in one GB (decimal unit, as datasheets state memory)
+MB_BYTES = 1e6
+
+COMPUTE_DTYPES = ("fp16", "bf16", "fp8", "int8", "fp4")
+
+MODE_OFFLINE, MODE_CONCURRENCY, MODE_RATE, MODE_STATIC = 0, 1, 2, 3
+MODES = {"offline": MODE_OFFLINE, "concurrency": MODE_CONCURRENCY, "request_rate": MODE_RATE,
+         "static_batch": MODE_STATIC}
+
+BUDGET_SHARE_OF_TOTAL, BUDGET_SHARE_OF_FREE = 0, 1
+
+PARAM_NAMES = ("eff_flops", "eff_bw", "step_overhead_s", "ttft_fixed_s", "comm_eff", "allreduce_latency_s", "wave")
+
+# Smooth maximum of the memory and compute times of a step: (a^4 + b^4)^(1/4) (``_smooth_max``). A hard
+# max has no gradient where the two cross, which the fit needs; the 4th power stays within 19% of
+# max(a, b) at a = b.
+# Bisection steps of the closed- and open-loop batch (the bracket shrinks 2^-20: well under one
+# sequence for any cap), the share of the saturated rate an overloaded open loop is evaluated at, and
+# the floor on decode steps (a one-token output still occupies the batch for part of a step).
+_BISECTION_STEPS = 14
+_SATURATION_SHARE = 0.999
+_MIN_DECODE_STEPS = 0.5
+# Smallest prefill chunk an engine schedules when decodes fill the token budget (vLLM and TensorRT-LLM
+# always make progress on a waiting prompt); and the utilisation at which the prefill queue is capped
+# (beyond it the steady state does not exist and the closed loop's own limit, Little's law, takes over).
+_MIN_CHUNK_TOK = 512.0
+_MAX_PREFILL_UTILISATION = 0.95
+# No bound on the requests ahead (open loops); finite so that a zero utilisation times it stays zero.
+_NO_LIMIT = 1e30
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Catalog facts as arrays, indexed by position in the id lists."""
+
+    model_ids: list[str]
+    gpu_ids: list[str]
+    wdtype_ids: list[str]
+    kvdtype_ids: list[str]
+    # models
+    layers: F
+    hidden: F
+    heads: F
+    kv_heads: F
+    head_dim: F
+    attn_dims: F                # qk + v per-head dimensions
+    vocab: F
+    linear_params: F            # all non-embedding weights, elements
+    active_linear_params: F     # non-embedding weights one token uses
+    expert_params: F            # routed experts (part of linear_params)
+    lm_head_params: F
+    embedding_params: F         # input embedding + untied LM head, stored in 16 bits
+    num_experts: F
+    experts_per_token: F
+    mlp_width: F                # MLP intermediate elements one token materialises
+    kv_elems_per_layer: F       # K+V elements per token per full-attention layer (whole model)
+    is_mla: NDArray[np.bool_]
+    full_layers: F
+    window_layers: F
+    window_tokens: F            # 0 = no window
+    max_context_tok: F
+    # GPUs
+    mem_bytes: F
+    bw_bytes_s: F
+    flops: F                    # (gpu, compute dtype) dense FLOPS; 0 = no tensor path
+    link_bytes_s: F             # one-direction GPU-GPU bandwidth
+    gpus_per_node: F
+    price_usd_per_gpu_hour: F   # NaN where the catalog has no price
+    # dtypes
+    w_bits: F
+    w_native_compute: I_        # index into COMPUTE_DTYPES
+    w_fallback_compute: I_      # -1 = none
+    kv_bits: F
+    # constants
+    other_overhead_bytes: float
+    nccl_bytes_by_tp: dict[int, float]
+    act_bytes: float
+    logits_bytes: float
+
+    def index(self) -> dict[str, dict[str, int]]:
+        return {"model": {m: i for i, m in enumerate(self.model_ids)},
+                "gpu": {g: i for i, g in enumerate(self.gpu_ids)},
+                "wdtype": {d: i for i, d in enumerate(self.wdtype_ids)},
+                "kvdtype": {d: i for i, d in enumerate(self.kvdtype_ids)}}
+
+
+def build_tables(catalog: Catalog, constants: CostConstants, extra_models: list[Any] | None = None) -> Tables:
+    """Gather the catalog (and any inline model specs) into arrays, once."""
+    models = [*catalog.models, *(extra_models or [])]
+    a = [arch_numbers(m) for m in models]
+
+    def arr(values: list[float]) -> F:
+        return np.asarray(values, dtype=np.float64)
+
+    mlp = []
+    for m in models:
+        if m.num_experts and m.experts_per_token:
+            width = (m.moe_intermediate_size or m.intermediate_size) * (
+                m.experts_per_token + (m.num_shared_experts or 0))
+        else:
+            width = m.intermediate_size
+        mlp.append(float(width))
+    flops = np.zeros((len(catalog.gpus), len(COMPUTE_DTYPES)))
+    for gi, g in enumerate(catalog.gpus):
+        for di, d in enumerate(COMPUTE_DTYPES):
+            flops[gi, di] = (g.dense_tflops.get(d) or 0.0) * 1e12  # type: ignore[call-overload]
+        if flops[gi, 1] == 0:       # no BF16 tensor path (Volta, Turing): engines run BF16 models in FP16
+            flops[gi, 1] = flops[gi, 0]
+    cidx = {d: i for i, d in enumerate(COMPUTE_DTYPES)}
+    mem = constants.memory
+    return Tables(
+        model_ids=[m.id for m in models], gpu_ids=[g.id for g in catalog.gpus],
+        wdtype_ids=[d.id for d in catalog.weight_dtypes], kvdtype_ids=[d.id for d in catalog.kv_dtypes],
+        layers=arr([x.num_layers for x in a]), hidden=arr([x.hidden_size for x in a]),
+        heads=arr([x.num_attention_heads for x in a]), kv_heads=arr([x.num_kv_heads for x in a]),
+        head_dim=arr([x.head_dim for x in a]), attn_dims=arr([x.attn_qk_dim + x.attn_v_dim for x in a]),
+        vocab=arr([m.vocab_size for m in models]),
+        linear_params=arr([max(x.total_params - x.embedding_params, 0.5 * x.total_params) for x in a]),
+        active_linear_params=arr([max(x.active_params - x.embedding_params, 0.5 * x.active_params) for x in a]),
+        expert_params=arr([x.expert_params for x in a]), lm_head_params=arr([x.lm_head_params for x in a]),
+        embedding_params=arr([min(x.embedding_params, 0.5 * x.total_params) for x in a]),
+        num_experts=arr([x.num_experts for x in a]), experts_per_token=arr([x.experts_per_token for x in a]),
+        mlp_width=arr(mlp), kv_elems_per_layer=arr([x.kv_elems_per_token_per_layer for x in a]),
+        is_mla=np.asarray([x.is_mla for x in a]), full_layers=arr([x.full_attn_layers for x in a]),
+        window_layers=arr([x.window_layers for x in a]), window_tokens=arr([x.window_tokens for x in a]),
+        max_context_tok=arr([x.max_context_tokens for x in a]),
+        mem_bytes=arr([g.memory_gb * GB_BYTES for g in catalog.gpus]),
+        bw_bytes_s=arr([g.memory_bw_gb_s * GB_BYTES for g in catalog.gpus]),
+        flops=flops,
+        link_bytes_s=arr([g.interconnect_bw_gb_s_bidir / 2 * GB_BYTES for g in catalog.gpus]),
+        gpus_per_node=arr([g.max_gpus_per_node for g in catalog.gpus]),
+        price_usd_per_gpu_hour=arr([g.price_usd_per_gpu_hour if g.price_usd_per_gpu_hour else np.nan
+                                    for g in catalog.gpus]),
+        w_bits=arr([d.bits_per_weight for d in catalog.weight_dtypes]),
+        w_native_compute=np.asarray([cidx[d.native_compute] for d in catalog.weight_dtypes], dtype=np.int64),
+        w_fallback_compute=np.asarray([cidx[d.fallback_compute] if d.fallback_compute else -1
+                                       for d in catalog.weight_dtypes], dtype=np.int64),
+        kv_bits=arr([d.bits_per_element for d in catalog.kv_dtypes]),
+        other_overhead_bytes=mem.other_overhead_gib * GIB_BYTES,
+        nccl_bytes_by_tp={int(k): v * MB_BYTES for k, v in mem.nccl_mb_by_tp.items()},
+        act_bytes=float(mem.activation_bytes_per_element), logits_bytes=float(mem.logits_bytes_per_element),
+    )
+
+
+@dataclass
+class Candidates:
+    """Equal-length arrays, one entry per candidate deployment x workload."""
+
+    model: I_
+    gpu: I_
+    wdtype: I_
+    kvdtype: I_
+    budget: I_                  # BUDGET_SHARE_OF_TOTAL | BUDGET_SHARE_OF_FREE
+    tp: F
+    pp: F
+    ep: F                       # expert-parallel degree (routed experts split over max(tp, ep) GPUs)
+    replicas: F
+    max_num_seqs: F
+    max_batched_tok: F
+    mem_fraction: F             # vLLM gpu_memory_utilization, or TensorRT-LLM kv free fraction
+    input_tok: F
+    output_tok: F
+    mode: I_
+    load: F                     # concurrency (clients, whole deployment), request rate (req/s), or batch size
+    context_tok: F              # longest sequence the deployment must hold (max_model_len)
+
+    def __len__(self) -> int:
+        return int(self.tp.shape[0])
+
+    def take(self, idx: NDArray[Any]) -> Candidates:
+        return Candidates(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+
+
+@dataclass
+class Params:
+    """Fitted efficiencies, one value per candidate (or scalars that broadcast)."""
+
+    eff_flops: F
+    eff_bw: F
+    step_overhead_s: F
+    ttft_fixed_s: F
+    comm_eff: F
+    allreduce_latency_s: F
+    wave: F
+
+    @classmethod
+    def from_matrix(cls, m: F) -> Params:
+        """``m`` has one column per PARAM_NAMES entry."""
+        return cls(*(m[..., i] for i in range(len(PARAM_NAMES))))
+
+
+@dataclass
+class Result:
+    fits: NDArray[np.bool_]
+    runnable: NDArray[np.bool_]             # the GPU has a compute path for the dtype
+    weights_bytes: F                        # per GPU
+    kv_cache_bytes: F                       # per GPU, the KV pool
+    activations_bytes: F
+    overhead_bytes: F
+    kv_bytes_per_seq: F                     # per GPU, one sequence of context_tok
+    max_concurrency: F                      # whole deployment, sequences of context_tok held at once
+    batch: F                                # sequences decoding per replica in steady state
+    ttft_s: F
+    tpot_s: F
+    e2e_s: F
+    output_tok_s: F                         # whole deployment
+    total_tok_s: F
+    requests_s: F
+    prefill_s: F                            # one prompt alone, no queueing
+    overloaded: NDArray[np.bool_]           # open loop above capacity: TTFT grows without bound
+    compute_bound_share: F                  # t_compute / (t_compute + t_memory) of the steady decode step
+
+
+def _smooth_max(a: F, b: F) -> F:
+    """(a^4 + b^4)^(1/4), written with products and square roots (several times faster than powers)."""
+    hi = np.maximum(np.maximum(a, b), 1e-30)
+    r = np.minimum(a, b) / hi
+    r *= r
+    r *= r
+    return hi * np.sqrt(np.sqrt(1.0 + r))
+
+
+@dataclass
+class Static:
+    """Everything about a candidate that does not depend on the fitted parameters (computed once)."""
+
+    runnable: NDArray[np.bool_]
+    fits: NDArray[np.bool_]
+    gemm_flops_s: F              # peak dense FLOPS of the GEMM dtype, per GPU
+    attn_flops_s: F              # peak 16-bit FLOPS (attention), per GPU
+    bw_bytes_s: F
+    link_bytes_s: F
+    weights: F                   # bytes per GPU
+    dense_weights: F             # bytes per GPU that every step reads
+    expert_weights: F            # bytes per GPU of routed experts
+    activations: F
+    overhead: F
+    kv_pool: F
+    seq_full: F                  # KV bytes per GPU of one sequence at context_tok
+    seq_mean: F                  # KV bytes per GPU of one sequence at isl + osl/2
+    max_conc_replica: F
+    cap_mean: F                  # sequences that fit at mean occupancy, within max_num_seqs
+    isl: F
+    osl: F
+    tp: F
+    pp: F
+    n_gpu: F
+    replicas: F
+    max_batched_tok: F
+    mode: I_
+    load: F
+    lin_flops_tok: F             # prompt token, linear layers
+    dec_flops_tok: F             # decoded token: linear layers + LM head + attention over the mean context
+    attn_prefill_flops: F        # one whole prompt's causal attention
+    ar_bytes_tok: F              # bytes of one all-reduce per token (hidden x activation bytes)
+    ar_count: F                  # all-reduces per forward pass of the replica (2 per layer under TP)
+    ar_ring_factor: F            # 2 (tp-1)/tp: ring all-reduce traffic per byte reduced
+    layers: F
+    experts: F
+    experts_per_token: F
+
+
+def static_terms(t: Tables, c: Candidates) -> Static:
+    """Memory, capacity and operation counts of each candidate (parameter-free)."""
+    m, g = c.model, c.gpu
+    tp, pp = c.tp, c.pp
+    n_gpu = tp * pp
+    hidden = t.hidden[m]
+    isl, osl = np.maximum(c.input_tok, 1.0), np.maximum(c.output_tok, 1.0)
+
+    native = t.w_native_compute[c.wdtype]
+    fallback = t.w_fallback_compute[c.wdtype]
+    rate_native = t.flops[g, native]
+    rate_fallback = np.where(fallback >= 0, t.flops[g, np.maximum(fallback, 0)], 0.0)
+    gemm = np.where(rate_native > 0, rate_native, rate_fallback)
+    runnable = gemm > 0
+
+    w_bytes_per_param = t.w_bits[c.wdtype] / 8.0
+    expert_bytes = t.expert_params[m] * w_bytes_per_param / (np.maximum(tp, c.ep) * pp)
+    dense_bytes = ((t.linear_params[m] - t.expert_params[m]) * w_bytes_per_param
+                   + t.embedding_params[m] * t.act_bytes) / n_gpu
+    weights = dense_bytes + expert_bytes
+    kv_bytes_el = t.kv_bits[c.kvdtype] / 8.0
+    kv_heads_gpu = np.ceil(t.kv_heads[m] / tp)
+    elems_layer_gpu = np.where(t.is_mla[m], t.kv_elems_per_layer[m],
+                               t.kv_elems_per_layer[m] * kv_heads_gpu / t.kv_heads[m])
+    full_l, win_l, win = t.full_layers[m], t.window_layers[m], t.window_tokens[m]
+
+    def windowed(ctx: F) -> F:
+        return np.where(win > 0, np.minimum(ctx, win), ctx)
+
+    def kv_seq_bytes(ctx: F) -> F:
+        return kv_bytes_el * elems_layer_gpu * (full_l * ctx + win_l * windowed(ctx)) / pp
+
+    activations = (c.max_batched_tok * (2.0 * t.mlp_width[m] / tp + 4.0 * hidden) * t.act_bytes
+                   + c.max_num_seqs * t.vocab[m] * t.logits_bytes)
+    nccl = np.zeros_like(tp)
+    for k, v in sorted(t.nccl_bytes_by_tp.items()):
+        nccl = np.where(n_gpu >= k, v, nccl)
+    overhead = t.other_overhead_bytes + nccl
+    total_mem = t.mem_bytes[g]
+    non_kv = weights + activations + overhead
+    kv_pool = np.where(c.budget == BUDGET_SHARE_OF_TOTAL, total_mem * c.mem_fraction - non_kv,
+                       (total_mem - non_kv) * c.mem_fraction)
+    kv_pool = np.maximum(kv_pool, 0.0)
+    seq_full = kv_seq_bytes(np.maximum(c.context_tok, 1.0))
+    ctx_mean = isl + osl / 2.0
+    seq_mean = kv_seq_bytes(ctx_mean)
+    fits = (non_kv < total_mem) & (kv_pool >= seq_full) & runnable
+    max_conc = np.minimum(np.floor(kv_pool / np.maximum(seq_full, 1.0)), c.max_num_seqs)
+    cap_mean = np.maximum(np.minimum(np.floor(kv_pool / np.maximum(seq_mean, 1.0)), c.max_num_seqs), 1.0)
+
+    heads_dims = t.heads[m] * t.attn_dims[m]
+    # causal attention over an isl-token prompt: per layer heads x isl^2/2 MACs for QK and as many for PV
+    attn_prefill = heads_dims * (full_l * isl * isl + win_l * isl * windowed(isl))
+    lin_tok = 2.0 * t.active_linear_params[m]
+    dec_tok = lin_tok + 2.0 * t.lm_head_params[m] + 2.0 * heads_dims * (full_l * ctx_mean + win_l * windowed(ctx_mean))
+    return Static(
+        runnable=runnable, fits=fits, gemm_flops_s=np.maximum(gemm, 1.0),
+        attn_flops_s=np.maximum(t.flops[g, 0], 1.0), bw_bytes_s=t.bw_bytes_s[g], link_bytes_s=t.link_bytes_s[g],
+        weights=weights, dense_weights=dense_bytes, expert_weights=expert_bytes, activations=activations,
+        overhead=overhead, kv_pool=kv_pool, seq_full=seq_full, seq_mean=seq_mean, max_conc_replica=max_conc,
+        cap_mean=cap_mean, isl=isl, osl=osl, tp=tp, pp=pp, n_gpu=n_gpu, replicas=np.maximum(c.replicas, 1.0),
+        max_batched_tok=c.max_batched_tok, mode=c.mode, load=c.load, lin_flops_tok=lin_tok, dec_flops_tok=dec_tok,
+        attn_prefill_flops=attn_prefill, ar_bytes_tok=hidden * t.act_bytes,
+        ar_count=np.where(tp > 1, 2.0 * t.layers[m], 0.0), ar_ring_factor=2.0 * (tp - 1.0) / tp,
+        layers=t.layers[m], experts=t.num_experts[m], experts_per_token=t.experts_per_token[m],
+    )
+
+
+def evaluate(t: Tables, c: Candidates, p: Params) -> Result:
+    """Score every candidate. Vectorised; no Python loop over candidates."""
+    return serve(static_terms(t, c), p)
+
+
+def _take(obj: Any, idx: NDArray[np.int64]) -> Any:
+    """The same dataclass with every per-candidate array indexed by ``idx``."""
+    return type(obj)(**{f.name: (v[idx] if isinstance(v := getattr(obj, f.name), np.ndarray) and v.ndim else v)
+                        for f in fields(obj)})
+
+
+ModeSplit = list[tuple[NDArray[np.int64], Static, int]]
+
+
+def split_modes(s: Static) -> ModeSplit:
+    """The candidates grouped by workload mode (each group is served by its own branch)."""
+    return [(idx := np.flatnonzero(s.mode == mv), _take(s, idx), int(mv)) for mv in np.unique(s.mode)]
+
+
+def serve(s: Static, p: Params, split: ModeSplit | None = None) -> Result:
+    """Prefill, decode and serving dynamics of candidates whose static terms are known.
+
+    ``split`` (from ``split_modes(s)``) saves regrouping when the same candidates are served many times."""
+    n = len(s.isl)
+    p = Params(*(np.broadcast_to(np.asarray(getattr(p, name), dtype=np.float64), (n,)) for name in PARAM_NAMES))
+    modes = np.unique(s.mode) if split is None else [mv for _, _, mv in split]
+    if len(modes) == 1:
+        return _serve_mode(s, p, int(modes[0]))
+    parts = [(idx, _serve_mode(sub, _take(p, idx), mv)) for idx, sub, mv in (split or split_modes(s))]
+    out: dict[str, NDArray[Any]] = {}
+    for f in fields(Result):
+        first = getattr(parts[0][1], f.name)
+        arr = np.empty(n, dtype=first.dtype)
+        for idx, res in parts:
+            arr[idx] = getattr(res, f.name)
+        out[f.name] = arr
+    return Result(**out)
+
+
+def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
+    """Prefill, decode and serving dynamics of candidates that all share one workload mode."""
+    isl, osl, tp, pp = s.isl, s.osl, s.tp, s.pp
+    gemm_rate = s.gemm_flops_s * p.eff_flops
+    attn_rate = s.attn_flops_s * p.eff_flops
+    bw = s.bw_bytes_s * p.eff_bw
+    link = s.link_bytes_s * p.comm_eff
+
+    # --- prefill -----------------------------------------------------------------------------------
+    comm_per_tok = s.ar_count * s.ar_ring_factor * s.ar_bytes_tok / link
+    ar_latency = s.ar_count * p.allreduce_latency_s
+    # marginal replica time of one prompt token inside a full pipeline (chunks mixed into decode steps)
+    c_prefill = (s.lin_flops_tok / gemm_rate + s.attn_prefill_flops / isl / attn_rate) / s.n_gpu + comm_per_tok / pp
+    # one prompt alone: all stages in turn, weights read once per stage
+    prefill_compute = s.lin_flops_tok * isl / (tp * gemm_rate) + s.attn_prefill_flops / (tp * attn_rate)
+    pp_handoff = (pp - 1.0) * p.allreduce_latency_s
+    prefill_alone = (_smooth_max(prefill_compute, s.weights * pp / bw) + comm_per_tok * isl + ar_latency
+                     + pp_handoff + (pp - 1.0) * isl * s.ar_bytes_tok / link)
+
+    # --- decode step -------------------------------------------------------------------------------
+    with np.errstate(divide="ignore"):
+        log_miss = np.log(1.0 - s.experts_per_token / s.experts)   # -inf for dense models (every expert)
+    moe = s.expert_weights > 0
+    # per-candidate constants of the step, hoisted out of the serving solvers' loops
+    dense_s, expert_s, seq_s = s.dense_weights / bw, s.expert_weights / bw, s.seq_mean / bw
+    flop_s_seq = s.dec_flops_tok / (s.n_gpu * gemm_rate)
+    comm_fixed_s = (s.ar_count / pp) * p.allreduce_latency_s
+    comm_seq_s = (s.ar_count / pp) * s.ar_ring_factor * s.ar_bytes_tok / link
+    step_fixed_s = pp_handoff + p.step_overhead_s
+
+    def decode_step(batch: F) -> tuple[F, F]:
+        """Replica step time with ``batch`` sequences decoding at the mean context; and its compute share."""
+        b = np.maximum(batch / pp, 1e-9)                     # micro-batch per pipeline stage
+        # expected share of experts the batch routes to: 1 - P(an expert is missed by all b tokens)
+        t_mem = dense_s + b * seq_s
+        if moe.any():
+            t_mem = t_mem + np.where(moe, expert_s * -np.expm1(b * log_miss), 0.0)
+        t_cmp = b * flop_s_seq
+        stage = _smooth_max(t_mem, t_cmp) + comm_fixed_s + b * comm_seq_s
+        return pp * stage + step_fixed_s, t_cmp / (t_cmp + t_mem)
+
+    io = isl / osl
+
+    def tpot_at(batch: F) -> tuple[F, F, F]:
+        step, share = decode_step(batch)
+        return step + batch * io * c_prefill, share, step
+
+    def ttft_base(batch: F, step: F, arrivals_s: F, ahead_max: F | float = _NO_LIMIT) -> F:
+        """First-token time of a request arriving at ``arrivals_s`` requests/s to a replica with ``batch``
+        sequences decoding: the front end, the wait for prompts ahead of it, and its own chunked prefill.
+
+        Prompts share a prefill "server": each step carries at most the chunk budget (max batched tokens
+        less the decode tokens), so a prompt takes I / chunk steps (a mean over the prompts' offsets
+        against step boundaries) and prompts queue behind each other: M/D/1 wait at the server's
+        utilisation, and in a closed loop at most the other clients, each in the queue for a share rho of
+        the time."""
+        chunk = np.maximum(s.max_batched_tok - batch, np.minimum(s.max_batched_tok, _MIN_CHUNK_TOK))
+        service = (isl / chunk) * step + isl * c_prefill
+        rho = np.minimum(arrivals_s * service, _MAX_PREFILL_UTILISATION)
+        wait = np.minimum(rho * service / (2.0 * (1.0 - rho)), np.maximum(ahead_max, 0.0) * rho * service)
+        alone = prefill_alone + p.step_overhead_s
+        # with decodes running (share min(b, 1) of the time) the prompt is chunked into their steps and
+        # waits on average half a step for the one in flight; an idle replica prefills it alone
+        busy = np.minimum(batch, 1.0)
+        return p.ttft_fixed_s + alone + wait + busy * (np.maximum(service, alone) - alone + 0.5 * step)
+
+    per_replica = s.load / s.replicas
+    cap = s.cap_mean
+
+    # saturated (offline) steady state: the KV cache or max_num_seqs is full
+    tpot, share, step = tpot_at(cap)
+    x_max = cap / (osl * tpot)                                  # requests/s per replica
+    batch = cap.copy()
+    x = x_max.copy()
+    ttft = ttft_base(cap, step, np.zeros_like(cap)) + p.wave * (cap - 1.0) * isl * c_prefill
+    overloaded = np.zeros(len(isl), dtype=bool)
+
+    # Time a request spends decoding after its first token (O - 1 steps; floored so that one-token
+    # outputs keep a finite, monotone throughput) and the completion rate with ``b`` sequences decoding.
+    dec_steps = np.maximum(osl - 1.0, _MIN_DECODE_STEPS)
+
+    def rate_at(b: F) -> tuple[F, F, F, F]:
+        tp_b, sh_b, st_b = tpot_at(np.maximum(b, 1.0))
+        return b / (dec_steps * tp_b), tp_b, sh_b, st_b
+
+    def bisect(excess: Any, hi: F) -> F:
+        """Largest-precision root in [0, hi] of ``excess(b)``, which rises with b (negative at 0)."""
+        lo = np.zeros_like(hi)
+        for _ in range(_BISECTION_STEPS):
+            mid = 0.5 * (lo + hi)
+            above = excess(mid) > 0.0
+            lo, hi = np.where(above, lo, mid), np.where(above, mid, hi)
+        return 0.5 * (lo + hi)
+
+    closed = np.full(len(isl), mode_value == MODE_CONCURRENCY)
+    if mode_value == MODE_CONCURRENCY:
+        # C clients per replica. Little's law, C = X(b) (TTFT(b) + (O-1) TPOT(b)) with X(b) the completion
+        # rate of a decoding batch b, rises with b, so its root is found by bisection. When even the cap
+        # (KV cache or max_num_seqs) leaves the law short, the batch is the cap and the rest of the
+        # clients wait for admission: TTFT absorbs what Little's law leaves over.
+        C = np.maximum(per_replica, 1.0)
+        wave_q = p.wave * (np.minimum(C, cap) - 1.0) * isl * c_prefill
+
+        def first_token(b: F) -> tuple[F, F, F, F, F]:
+            x_b, tp_b, sh_b, st_b = rate_at(b)
+            return ttft_base(b, st_b, x_b, C - 1.0) + wave_q, x_b, tp_b, sh_b, st_b
+
+        def excess(b: F) -> F:
+            t_b, x_b, *_ = first_token(b)
+            return b + x_b * t_b - C
+
+        top = np.minimum(C, cap)
+        b = np.where(excess(top) < 0.0, top, bisect(excess, top))
+        t_b, x_b, tp_b, sh_b, _ = first_token(b)
+        t_b = np.maximum(t_b, C / x_b - dec_steps * tp_b)
+        batch, tpot, share = np.where(closed, b, batch), np.where(closed, tp_b, tpot), np.where(closed, sh_b, share)
+        x, ttft = np.where(closed, x_b, x), np.where(closed, t_b, ttft)
+
+    rate = np.full(len(isl), mode_value == MODE_RATE)
+    if mode_value == MODE_RATE:
+        # Poisson arrivals at lam per replica: the decoding batch whose completion rate matches lam
+        # (bisection, the rate rises with the batch), and M/D/1 queueing for the prefill
+        lam = np.maximum(per_replica, 1e-9)
+        x_cap = rate_at(cap)[0]
+        lam_eff = np.minimum(lam, x_cap * _SATURATION_SHARE)
+        b = bisect(lambda bb: rate_at(bb)[0] - lam_eff, cap)
+        _, tp_b, sh_b, st_b = rate_at(b)
+        ttft_r = ttft_base(b, st_b, lam_eff)
+        batch, tpot, share = np.where(rate, b, batch), np.where(rate, tp_b, tpot), np.where(rate, sh_b, share)
+        x, ttft = np.where(rate, lam_eff, x), np.where(rate, ttft_r, ttft)
+        overloaded = rate & (lam >= x_cap)
+
+    static = np.full(len(isl), mode_value == MODE_STATIC)
+    if mode_value == MODE_STATIC:
+        # one batch of B prompts prefilled together, then osl - 1 decode steps with no arrivals
+        B = np.maximum(np.minimum(per_replica, cap), 1.0)
+        prefill_b = (_smooth_max(B * prefill_compute, s.weights * pp / bw) + comm_per_tok * isl * B + ar_latency
+                     + pp_handoff + (pp - 1.0) * B * isl * s.ar_bytes_tok / link)
+        step_b, sh_b = decode_step(B)
+        e2e_b = prefill_b + (osl - 1.0) * step_b
+        batch, tpot, share = np.where(static, B, batch), np.where(static, step_b, tpot), np.where(static, sh_b, share)
+        ttft, x = np.where(static, prefill_b, ttft), np.where(static, B / e2e_b, x)
+
+    e2e = ttft + (osl - 1.0) * tpot
+    requests_s = x * s.replicas
+    return Result(
+        fits=s.fits, runnable=s.runnable, weights_bytes=s.weights, kv_cache_bytes=s.kv_pool,
+        activations_bytes=s.activations, overhead_bytes=s.overhead, kv_bytes_per_seq=s.seq_full,
+        max_concurrency=s.max_conc_replica * s.replicas, batch=batch, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e,
+        output_tok_s=requests_s * osl, total_tok_s=requests_s * (isl + osl), requests_s=requests_s,
+        prefill_s=prefill_alone, overloaded=overloaded, compute_bound_share=share,
+    )
