@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from service.api import catalog, health, problems
+from service.api import catalog, health, predictions, problems
 from service.settings import Settings, get_settings
 from service.startup import build_state
 
@@ -32,6 +32,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     problems.install(app)
     app.include_router(health.router)
     app.include_router(catalog.router)
+    app.include_router(predictions.router)
     return app
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -20,6 +21,12 @@ class Settings(BaseSettings):
         default=None, description="comma-separated keys that may write (Bearer token)")
     advisor_read_key: SecretStr | None = Field(default=None, description="if set, reads need a key too")
     log_level: str = Field(default="INFO")
+    calibration_cv: Literal["background", "sync", "off"] = Field(
+        default="background",
+        description="leave-one-source-out error of a new calibration: computed in a background thread "
+        "after start-up, before serving (sync), or not at all (off: in-sample errors only)")
+    calibration_refresh_s: float = Field(
+        default=5.0, ge=0, description="how often a worker checks the database for a newer calibration, seconds")
 
     @field_validator("database_url")
     @classmethod

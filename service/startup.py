@@ -6,15 +6,27 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from gpu_catalog.loader import DATA_DIR, PUBLISHED_CSV, Catalog, load_catalog, load_measurements
+from gpu_catalog.loader import DATA_DIR, PUBLISHED_CSV, Catalog, load_catalog, load_cost_constants, load_measurements
+from gpu_catalog.schema import CostConstants
+from service.advisor import Advisor
+from service.calibrate import (
+    fit_and_store,
+    measurement_set,
+    run_cross_validation,
+    start_cross_validation,
+    state_from_row,
+)
+from service.core.calibration import data_fingerprint
+from service.core.costmodel import build_tables
 from service.db import migrate
 from service.db.session import make_engine, make_sessionmaker, transaction
+from service.repository import calibrations as cal_repo
 from service.repository.catalog import read_catalog, stored_hash, sync_catalog
 from service.repository.measurements import file_sha256, relink_models, sync_published
 from service.settings import Settings
@@ -31,7 +43,30 @@ class AppState:
     engine: Engine
     sessions: sessionmaker[Session]
     catalog: Catalog
+    constants: CostConstants
+    advisor: Advisor
     startup_s: float = 0.0
+    calibration_checked_at: float = field(default_factory=time.monotonic)
+
+    def current_advisor(self) -> Advisor:
+        """The advisor with the newest stored calibration: another worker (or an ingest) may have made one.
+
+        Checks the database at most every ``calibration_refresh_s`` seconds."""
+        now = time.monotonic()
+        if now - self.calibration_checked_at >= self.settings.calibration_refresh_s:
+            self.calibration_checked_at = now
+            self.reload_calibration()
+        return self.advisor
+
+    def reload_calibration(self) -> None:
+        with transaction(self.sessions) as session:
+            row = cal_repo.latest(session)
+            if row is None:
+                return
+            held = bool((row.metrics or {}).get("held_out"))
+            cur = self.advisor.cal
+            if row.version != cur.version or (held and cur.error_kind != "leave-one-source-out"):
+                self.advisor.cal = state_from_row(row)
 
 
 @contextmanager
@@ -65,6 +100,28 @@ def migrate_and_load(engine: Engine, sessions: sessionmaker[Session], data_dir: 
         log.info("catalog %s; %d shipped measurements added", "reloaded" if changed else "unchanged", added)
 
 
+def ensure_calibration(engine: Engine, sessions: sessionmaker[Session], catalog: Catalog,
+                       constants: CostConstants, settings: Settings) -> Advisor:
+    """The advisor with a calibration fitted on the stored measurements (fitting one if the data changed)."""
+    tables = build_tables(catalog, constants)
+    with _startup_lock(engine), transaction(sessions) as session:
+        ms = measurement_set(session, catalog, tables, constants)
+        row = cal_repo.latest(session)
+        if row is None or row.data_sha256 != data_fingerprint(ms):
+            row = fit_and_store(session, tables, ms, constants)
+        advisor = Advisor(catalog, constants, state_from_row(row))
+        version, needs_cv = row.version, not (row.metrics or {}).get("held_out")
+    if needs_cv and settings.calibration_cv == "sync":
+        run_cross_validation(sessions, version, tables, ms, constants)
+        with transaction(sessions) as session:
+            stored = cal_repo.by_version(session, version)
+            assert stored is not None
+            advisor.cal = state_from_row(stored)
+    elif needs_cv and settings.calibration_cv == "background":
+        start_cross_validation(sessions, version, tables, ms, constants)
+    return advisor
+
+
 def build_state(settings: Settings) -> AppState:
     t0 = time.perf_counter()
     engine = make_engine(settings.database_url)
@@ -75,7 +132,11 @@ def build_state(settings: Settings) -> AppState:
         raise RuntimeError("database schema is not at head; run `alembic upgrade head` or set AUTO_MIGRATE=1")
     with transaction(sessions) as session:
         catalog = read_catalog(session)
-    state = AppState(settings=settings, engine=engine, sessions=sessions, catalog=catalog)
+    constants = load_cost_constants()
+    advisor = ensure_calibration(engine, sessions, catalog, constants, settings)
+    state = AppState(settings=settings, engine=engine, sessions=sessions, catalog=catalog, constants=constants,
+                     advisor=advisor)
     state.startup_s = time.perf_counter() - t0
-    log.info("ready in %.2f s: %d GPUs, %d models", state.startup_s, len(catalog.gpus), len(catalog.models))
+    log.info("ready in %.2f s: %d GPUs, %d models, calibration v%s", state.startup_s, len(catalog.gpus),
+             len(catalog.models), advisor.cal.version)
     return state

@@ -68,6 +68,8 @@ def client() -> Iterator[TestClient]:
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
-        settings = Settings(database_url=f"sqlite:///{d}/api.db", advisor_api_key="test-write-key")
+        # leave-one-source-out validation refits the model ~30 times (minutes): benchmarks/accuracy.py runs it
+        settings = Settings(database_url=f"sqlite:///{d}/api.db", advisor_api_key="test-write-key",
+                            calibration_cv="off")
         with TestClient(create_app(settings)) as c:
             yield c

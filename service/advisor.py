@@ -1,0 +1,369 @@
+"""The advisor: turns requests into cost-model candidates and answers into response bodies.
+
+No web framework or database here: the routes hand it validated request bodies and the current
+calibration; it raises ``InvalidRequest`` (a 422 with the field path) for what cannot run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpu_catalog.loader import Catalog
+from gpu_catalog.schema import CostConstants, GpuSpec, ModelSpec
+from service.core.calibration import LEVELS, METRICS, Calibration, segment_key
+from service.core.costmodel import (
+    GB_BYTES,
+    MODES,
+    Candidates,
+    Params,
+    Result,
+    Tables,
+    build_tables,
+    evaluate,
+)
+from service.core.engine_defaults import EngineDefaults, is_current, resolve
+from service.schemas.predictions import (
+    Confidence,
+    Cost,
+    Deployment,
+    InlineModel,
+    MemoryPerGpu,
+    Predicted,
+    PredictionRequest,
+    PredictionResponse,
+    ResolvedSettings,
+    Workload,
+)
+
+MS_PER_S = 1e3
+S_PER_HOUR = 3600.0
+TOKENS_PER_MILLION = 1e6
+# Tail of an exponential queueing delay: P(wait > t) = exp(-t / mean) -> quantile q at mean x ln(1/(1-q)).
+QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
+
+
+class InvalidRequest(ValueError):
+    """A request the catalog or the engines cannot serve: answered with 422 naming the field."""
+
+    def __init__(self, field: list[str | int], message: str, title: str = "Deployment cannot run",
+                 valid: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+        self.title = title
+        self.valid = valid
+
+
+@dataclass
+class CalibrationState:
+    """The calibration in use and the error of each of its segments."""
+
+    calibration: Calibration
+    version: int | None = None
+    segment_errors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    overall_errors: dict[str, Any] = field(default_factory=dict)
+    error_kind: str = "in-sample"          # or "leave-one-source-out"
+
+
+def inline_model_spec(m: InlineModel) -> ModelSpec:
+    """A catalog-shaped architecture from inline config.json fields; parameter counts from the shapes."""
+    head_dim = m.head_dim or m.hidden_size // m.num_attention_heads
+    if m.num_attention_heads % m.num_kv_heads:
+        raise InvalidRequest(["model_spec", "num_kv_heads"], "num_attention_heads must be a multiple of num_kv_heads")
+    attn = m.hidden_size * head_dim * (2 * m.num_attention_heads + 2 * m.num_kv_heads)
+    if m.num_experts and m.experts_per_token:
+        width = m.moe_intermediate_size or m.intermediate_size
+        mlp_total = 3 * m.hidden_size * width * (m.num_experts + (m.num_shared_experts or 0))
+        mlp_active = 3 * m.hidden_size * width * (m.experts_per_token + (m.num_shared_experts or 0))
+    elif m.num_experts or m.experts_per_token:
+        raise InvalidRequest(["model_spec", "experts_per_token"], "num_experts and experts_per_token go together")
+    else:
+        mlp_total = mlp_active = 3 * m.hidden_size * m.intermediate_size
+    embed = m.vocab_size * m.hidden_size * (1 if m.tie_word_embeddings else 2)
+    total_b = m.total_params_b or (m.num_layers * (attn + mlp_total) + embed) / 1e9
+    active_b = m.active_params_b or min((m.num_layers * (attn + mlp_active) + embed) / 1e9, total_b)
+    try:
+        return ModelSpec(
+            id=m.name, family=m.name.lower(), name=m.name, model_type="inline", num_layers=m.num_layers,
+            hidden_size=m.hidden_size, intermediate_size=m.intermediate_size,
+            num_attention_heads=m.num_attention_heads, num_kv_heads=m.num_kv_heads, head_dim=head_dim,
+            vocab_size=m.vocab_size, max_position_embeddings=m.max_position_embeddings,
+            tie_word_embeddings=m.tie_word_embeddings, num_experts=m.num_experts,
+            num_shared_experts=m.num_shared_experts, experts_per_token=m.experts_per_token,
+            moe_intermediate_size=m.moe_intermediate_size, mla_kv_lora_rank=m.mla_kv_lora_rank,
+            mla_qk_rope_head_dim=m.mla_qk_rope_head_dim, mla_qk_nope_head_dim=m.mla_qk_nope_head_dim,
+            mla_v_head_dim=m.mla_v_head_dim, total_params_b=total_b, active_params_b=min(active_b, total_b),
+            source="inline model_spec of the request")
+    except ValueError as exc:
+        raise InvalidRequest(["model_spec"], str(exc)) from exc
+
+
+class Advisor:
+    """Everything a prediction needs that does not change between requests."""
+
+    def __init__(self, catalog: Catalog, constants: CostConstants, calibration: CalibrationState) -> None:
+        self.catalog = catalog
+        self.constants = constants
+        self.cal = calibration
+        self.tables = build_tables(catalog, constants)
+        self.gpus: dict[str, GpuSpec] = {g.id: g for g in catalog.gpus}
+        self.weight_dtypes = {d.id: d for d in catalog.weight_dtypes}
+        self.kv_dtypes = {d.id: d for d in catalog.kv_dtypes}
+        self.engines = {e.id: e for e in catalog.engines}
+        self.support = {(r.engine, r.kind, r.dtype, r.architecture): r.level for r in catalog.support}
+        self._index = self.tables.index()
+
+    # --- resolution and validation -------------------------------------------------------------------
+
+    def model_for(self, model: str | None, spec: InlineModel | None, field_name: str = "model") -> ModelSpec:
+        if spec is not None:
+            return inline_model_spec(spec)
+        found = self.catalog.resolve_model(model or "")
+        if found is None:
+            from service.api.problems import unknown_id
+            err = unknown_id("model", model or "", self.catalog.model_names(), [field_name])
+            raise InvalidRequest([field_name], err.detail, title="Unknown model",
+                                 valid=err.extra.get("nearest") or None)
+        return found
+
+    def check_ids(self, dep: Deployment, prefix: list[str | int]) -> GpuSpec:
+        def unknown(kind: str, value: str, known: list[str], name: str) -> InvalidRequest:
+            return InvalidRequest([*prefix, name], f"unknown {kind} '{value}'; valid: {', '.join(sorted(known))}",
+                                  title=f"Unknown {kind}", valid=sorted(known))
+
+        if dep.gpu not in self.gpus:
+            raise unknown("GPU", dep.gpu, list(self.gpus), "gpu")
+        if dep.weight_dtype not in self.weight_dtypes:
+            raise unknown("weight dtype", dep.weight_dtype, list(self.weight_dtypes), "weight_dtype")
+        if dep.kv_dtype not in self.kv_dtypes:
+            raise unknown("KV dtype", dep.kv_dtype, list(self.kv_dtypes), "kv_dtype")
+        engine = self.engines[dep.engine]
+        if dep.engine_version is not None and dep.engine_version not in engine.versions:
+            raise unknown(f"{dep.engine} version", dep.engine_version, engine.versions, "engine_version")
+        return self.gpus[dep.gpu]
+
+    def check_runnable(self, model: ModelSpec, dep: Deployment, wl: Workload, prefix: list[str | int]) -> None:
+        """Raise InvalidRequest for a deployment the engine cannot start (not for one that merely does not fit)."""
+        gpu = self.check_ids(dep, prefix)
+        engine = self.engines[dep.engine]
+        if gpu.vendor not in engine.vendors:
+            raise InvalidRequest([*prefix, "engine"], f"{engine.name} does not run on {gpu.vendor.upper()} GPUs "
+                                 f"({gpu.id}); engines for {gpu.id}: "
+                                 f"{', '.join(e.id for e in self.engines.values() if gpu.vendor in e.vendors)}")
+        for kind, dtype, name in (("weight", dep.weight_dtype, "weight_dtype"), ("kv", dep.kv_dtype, "kv_dtype")):
+            if (dep.engine, kind, dtype, gpu.architecture) not in self.support:
+                ok = sorted({d for (e, k, d, a) in self.support if e == dep.engine and k == kind
+                             and a == gpu.architecture})
+                raise InvalidRequest([*prefix, name], f"{engine.name} does not run {kind} dtype '{dtype}' on "
+                                     f"{gpu.architecture} GPUs ({gpu.id}); it runs: {', '.join(ok) or 'none'}",
+                                     valid=ok)
+        if model.num_attention_heads % dep.tp:
+            divisors = [d for d in range(1, model.num_attention_heads + 1) if model.num_attention_heads % d == 0]
+            raise InvalidRequest([*prefix, "tp"], f"tp={dep.tp} does not divide the {model.num_attention_heads} "
+                                 f"attention heads of {model.id}; valid tp: {divisors[:12]}")
+        if dep.tp > model.num_kv_heads and dep.tp % model.num_kv_heads:
+            raise InvalidRequest([*prefix, "tp"], f"tp={dep.tp} above the {model.num_kv_heads} KV heads must be a "
+                                 "multiple of them (each KV head is replicated on tp / kv_heads GPUs)")
+        if dep.pp > model.num_layers:
+            raise InvalidRequest([*prefix, "pp"], f"pp={dep.pp} exceeds the {model.num_layers} layers of {model.id}")
+        per_node = gpu.max_gpus_per_node
+        if dep.tp > per_node:
+            raise InvalidRequest([*prefix, "tp"], f"tp={dep.tp} exceeds the {per_node} {gpu.id} GPUs one node holds; "
+                                 "tensor parallelism stays within a node (use pp across nodes)")
+        if dep.tp * dep.pp > per_node and not dep.multi_node:
+            raise InvalidRequest([*prefix, "pp"], f"tp x pp = {dep.tp * dep.pp} exceeds the {per_node} {gpu.id} GPUs "
+                                 "of one node; set multi_node: true to span nodes with pipeline stages")
+        if dep.ep is not None and not model.num_experts:
+            raise InvalidRequest([*prefix, "ep"], f"{model.id} has no experts; ep applies to MoE models only")
+        if wl.context_tokens > model.max_position_embeddings:
+            raise InvalidRequest(["workload", "max_context_tokens"],
+                                 f"{wl.context_tokens} tokens exceed the {model.max_position_embeddings}-token "
+                                 f"context window of {model.id}")
+        max_len = dep.engine_args.max_model_len
+        if max_len is not None and max_len < wl.input_tokens + wl.output_tokens:
+            raise InvalidRequest([*prefix, "engine_args", "max_model_len"],
+                                 f"max_model_len {max_len} is shorter than input + output = "
+                                 f"{wl.input_tokens + wl.output_tokens} tokens")
+        args = dep.engine_args
+        if dep.engine == "vllm" and args.kv_cache_free_gpu_memory_fraction is not None:
+            raise InvalidRequest([*prefix, "engine_args", "kv_cache_free_gpu_memory_fraction"],
+                                 "is a TensorRT-LLM setting; vLLM takes gpu_memory_utilization")
+        if dep.engine == "trtllm" and args.gpu_memory_utilization is not None:
+            raise InvalidRequest([*prefix, "engine_args", "gpu_memory_utilization"],
+                                 "is a vLLM setting; TensorRT-LLM takes kv_cache_free_gpu_memory_fraction")
+
+    def settings_for(self, dep: Deployment, gpu: GpuSpec, wl: Workload) -> tuple[ResolvedSettings, EngineDefaults]:
+        version = dep.engine_version or self.engines[dep.engine].default_version
+        d = resolve(dep.engine, version, gpu, self.constants)
+        a = dep.engine_args
+        fraction = a.gpu_memory_utilization if dep.engine == "vllm" else a.kv_cache_free_gpu_memory_fraction
+        return ResolvedSettings(
+            engine_version=version, max_num_seqs=a.max_num_seqs or d.max_num_seqs,
+            max_num_batched_tokens=a.max_num_batched_tokens or d.max_num_batched_tokens,
+            memory_fraction=fraction if fraction is not None else d.mem_fraction,
+            memory_fraction_flag="gpu_memory_utilization" if dep.engine == "vllm" else
+            "kv_cache_free_gpu_memory_fraction",
+            max_model_len=a.max_model_len or wl.context_tokens, defaults_source=d.source), d
+
+    # --- prediction ----------------------------------------------------------------------------------
+
+    def tables_for(self, model: ModelSpec) -> tuple[Tables, int]:
+        idx = self._index["model"].get(model.id)
+        if idx is not None and model.model_type != "inline":
+            return self.tables, idx
+        tables = build_tables(self.catalog, self.constants, extra_models=[model])
+        return tables, len(tables.model_ids) - 1
+
+    def params_for(self, keys: list[tuple[str, str, str, str]], current: list[bool]) -> Params:
+        return self.cal.calibration.params_for(keys, np.asarray(current, dtype=bool))
+
+    def predict(self, req: PredictionRequest) -> PredictionResponse:
+        model = self.model_for(req.model, req.model_spec)
+        dep, wl = req.deployment, req.workload
+        self.check_runnable(model, dep, wl, ["deployment"])
+        gpu = self.gpus[dep.gpu]
+        settings, defaults = self.settings_for(dep, gpu, wl)
+        tables, m_idx = self.tables_for(model)
+        load = {"concurrency": float(wl.concurrency or 0), "request_rate": float(wl.request_rate or 0.0),
+                "offline": float(wl.num_requests or 0)}[wl.mode]
+        cand = Candidates(
+            model=np.asarray([m_idx]), gpu=np.asarray([self._index["gpu"][gpu.id]]),
+            wdtype=np.asarray([self._index["wdtype"][dep.weight_dtype]]),
+            kvdtype=np.asarray([self._index["kvdtype"][dep.kv_dtype]]), budget=np.asarray([defaults.budget]),
+            tp=np.asarray([float(dep.tp)]), pp=np.asarray([float(dep.pp)]), ep=np.asarray([float(dep.ep or 1)]),
+            replicas=np.asarray([float(dep.replicas)]), max_num_seqs=np.asarray([float(settings.max_num_seqs)]),
+            max_batched_tok=np.asarray([float(settings.max_num_batched_tokens)]),
+            mem_fraction=np.asarray([settings.memory_fraction]), input_tok=np.asarray([float(wl.input_tokens)]),
+            output_tok=np.asarray([float(wl.output_tokens)]), mode=np.asarray([MODES[wl.mode]]),
+            load=np.asarray([load]), context_tok=np.asarray([float(settings.max_model_len)]))
+        key = (dep.engine, gpu.architecture, gpu.id, dep.weight_dtype)
+        current = is_current(dep.engine, settings.engine_version, self.constants)
+        params = self.params_for([key], [current])
+        res = evaluate(tables, cand, params)
+        return self._response(model, dep, wl, gpu, settings, res, params, key)
+
+    def _response(self, model: ModelSpec, dep: Deployment, wl: Workload, gpu: GpuSpec, settings: ResolvedSettings,
+                  res: Result, params: Params, key: tuple[str, str, str, str]) -> PredictionResponse:
+        i = 0
+        fits = bool(res.fits[i])
+        notes: list[str] = []
+        cap_gb = gpu.memory_gb
+        mem = MemoryPerGpu(
+            weights=round(float(res.weights_bytes[i]) / GB_BYTES, 3),
+            kv_cache=round(float(res.kv_cache_bytes[i]) / GB_BYTES, 3),
+            activations=round(float(res.activations_bytes[i]) / GB_BYTES, 3),
+            overhead=round(float(res.overhead_bytes[i]) / GB_BYTES, 3),
+            total=round(float(res.weights_bytes[i] + res.kv_cache_bytes[i] + res.activations_bytes[i]
+                              + res.overhead_bytes[i]) / GB_BYTES, 3),
+            capacity=cap_gb,
+            kv_bytes_per_token=round(float(res.kv_bytes_per_seq[i]) / settings.max_model_len, 1),
+            kv_capacity_tokens=int(res.kv_cache_bytes[i] / max(float(res.kv_bytes_per_seq[i]), 1.0)
+                                   * settings.max_model_len))
+        confidence = self.confidence(key, wl.mode)
+        price = gpu.price_usd_per_gpu_hour
+        usd_h = price * dep.total_gpus if price else None
+        if not fits:
+            need = float(res.weights_bytes[i] + res.activations_bytes[i] + res.overhead_bytes[i]) / GB_BYTES
+            if need >= cap_gb:
+                notes.append(f"does not fit: weights {mem.weights:.1f} GB + activations {mem.activations:.1f} GB + "
+                             f"overhead {mem.overhead:.1f} GB per GPU exceed the {cap_gb:.0f} GB of one {gpu.id}")
+            else:
+                notes.append(f"does not fit: {mem.kv_cache:.2f} GB left for the KV cache per GPU cannot hold one "
+                             f"{settings.max_model_len}-token sequence "
+                             f"({float(res.kv_bytes_per_seq[i]) / GB_BYTES:.2f} "
+                             "GB per GPU)")
+            return PredictionResponse(fits=False, model=model.id, predicted=None, memory_per_gpu_gb=mem,
+                                      cost=Cost(usd_per_hour=usd_h, usd_per_million_output_tokens=None,
+                                                price_source=gpu.sources.price),
+                                      settings=settings, confidence=confidence, notes=notes)
+        predicted = self.predicted(res, params, i, wl)
+        if wl.concurrency is not None and wl.concurrency > predicted.max_concurrency:
+            notes.append(f"{wl.concurrency} concurrent requests exceed the {predicted.max_concurrency} sequences "
+                         f"of {settings.max_model_len} tokens the deployment holds at once: the rest queue "
+                         "(TTFT includes the wait)")
+        if bool(res.overloaded[i]):
+            notes.append(f"request rate {wl.request_rate} req/s exceeds the capacity of about "
+                         f"{predicted.requests_per_s:.2f} req/s: the queue grows without bound; TTFT is the "
+                         "value at the edge of saturation")
+        level = self.support.get((dep.engine, "weight", dep.weight_dtype, gpu.architecture))
+        if level == "fallback":
+            notes.append(f"{dep.weight_dtype} has no native tensor-core path on {gpu.architecture}: weights are "
+                         "stored in it but the GEMMs run in 16 bits (saves memory, not compute)")
+        if wl.prefix_cache_hit_rate:
+            notes.append("prefix_cache_hit_rate is not modelled yet: prompts are prefilled in full (conservative)")
+        usd_m = (usd_h / (predicted.output_tok_s * S_PER_HOUR) * TOKENS_PER_MILLION
+                 if usd_h and predicted.output_tok_s > 0 else None)
+        return PredictionResponse(
+            fits=True, model=model.id, predicted=predicted, memory_per_gpu_gb=mem,
+            cost=Cost(usd_per_hour=round(usd_h, 4) if usd_h else None,
+                      usd_per_million_output_tokens=round(usd_m, 4) if usd_m else None,
+                      price_source=gpu.sources.price),
+            settings=settings, confidence=confidence, notes=notes)
+
+    @staticmethod
+    def predicted(res: Result, params: Params, i: int, wl: Workload) -> Predicted:
+        ttft = float(res.ttft_s[i])
+        tpot = float(res.tpot_s[i])
+        # the part of TTFT that is waiting (queue, arrival wave) rather than this prompt's own prefill
+        base = float(params.ttft_fixed_s[i] if np.ndim(params.ttft_fixed_s) else params.ttft_fixed_s)
+        wait = max(ttft - base - float(res.prefill_s[i]), 0.0)
+
+        def ttft_q(q: float) -> float:
+            return (ttft - wait + wait * math.log(1.0 / (1.0 - q))) * MS_PER_S
+
+        return Predicted(
+            ttft_ms=round(ttft * MS_PER_S, 2), ttft_p50_ms=round(ttft_q(QUANTILES["p50"]), 2),
+            ttft_p90_ms=round(ttft_q(QUANTILES["p90"]), 2), ttft_p95_ms=round(ttft_q(QUANTILES["p95"]), 2),
+            ttft_p99_ms=round(ttft_q(QUANTILES["p99"]), 2),
+            tpot_ms=round(tpot * MS_PER_S, 3), tpot_p50_ms=round(tpot * MS_PER_S, 3),
+            tpot_p90_ms=round(tpot * MS_PER_S, 3), tpot_p95_ms=round(tpot * MS_PER_S, 3),
+            tpot_p99_ms=round(tpot * MS_PER_S, 3),
+            e2e_ms=round(float(res.e2e_s[i]) * MS_PER_S, 1),
+            e2e_p95_ms=round((ttft_q(QUANTILES["p95"]) / MS_PER_S + (wl.output_tokens - 1) * tpot) * MS_PER_S, 1),
+            output_tok_s=round(float(res.output_tok_s[i]), 2), total_tok_s=round(float(res.total_tok_s[i]), 2),
+            requests_per_s=round(float(res.requests_s[i]), 4), max_concurrency=int(res.max_concurrency[i]),
+            batch_per_replica=round(float(res.batch[i]), 2), prefill_ms=round(float(res.prefill_s[i]) * MS_PER_S, 2),
+            compute_bound_share=round(float(res.compute_bound_share[i]), 3),
+            percentile_method="analytic steady state: TTFT percentiles put an exponential tail on the queueing "
+            "part of the mean TTFT; TPOT percentiles equal the mean (each request's TPOT averages many steps)")
+
+    def confidence(self, key: tuple[str, str, str, str], mode: str) -> Confidence:
+        cal = self.cal.calibration
+        seg, info = cal.lookup(key)
+        engine, arch, gpu, dtype = key
+        metrics = ("throughput",) if mode == "offline" else METRICS
+        err = None
+        err_seg = seg
+        # the error of the segment used, else of its nearest ancestor that has held-out rows
+        for level in reversed(LEVELS[: LEVELS.index(info["level"]) + 1]):
+            k = segment_key(level, key)
+            stats = self.cal.segment_errors.get(k)
+            vals = [stats[mn]["median_ape_pct"] for mn in metrics if stats and stats[mn]["median_ape_pct"] is not None]
+            if vals:
+                err, err_seg = max(vals), k
+                break
+        if err is None and self.cal.overall_errors:
+            vals = [self.cal.overall_errors[mn]["median_ape_pct"] for mn in metrics
+                    if self.cal.overall_errors[mn]["median_ape_pct"] is not None]
+            err, err_seg = (max(vals) if vals else None), "overall"
+        n = int(info["n"])
+        if info["level"] == "engine/gpu/dtype":
+            basis = f"calibrated on {n} measurements of {gpu}/{engine}/{dtype}"
+        elif info["level"] == "engine/gpu":
+            basis = f"no {dtype} measurements on {gpu}/{engine}: calibrated on {n} measurements of {gpu}/{engine}"
+        elif info["level"] == "engine/arch":
+            basis = (f"no measurements for {gpu} with {engine}: roofline with {arch}-architecture efficiencies "
+                     f"({n} measurements)")
+        elif info["level"] == "engine":
+            basis = (f"no measurements for {arch} GPUs with {engine}: roofline with {engine} efficiencies "
+                     f"({n} measurements)")
+        else:
+            basis = f"no measurements for {engine}: roofline with global efficiencies ({n} measurements)"
+        if err_seg != seg:
+            basis += f"; error band from {err_seg}"
+        return Confidence(error_pct=err, error_kind=self.cal.error_kind, basis=basis, segment=seg, measurements=n,
+                          calibration_version=self.cal.version)

@@ -1,0 +1,28 @@
+"""POST /v1/predictions: what one given deployment will do under one workload."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from service.advisor import InvalidRequest
+from service.api.deps import StateDep, require_read_key
+from service.api.problems import ProblemError
+from service.schemas.predictions import PredictionRequest, PredictionResponse
+
+router = APIRouter(prefix="/v1", tags=["predictions"], dependencies=[Depends(require_read_key)])
+
+
+def as_problem(exc: InvalidRequest) -> ProblemError:
+    return ProblemError(422, exc.title, exc.message, field=exc.field, valid=exc.valid)
+
+
+@router.post("/predictions", response_model=PredictionResponse,
+             summary="Predict TTFT, TPOT, throughput, memory and cost of one deployment")
+def predict(body: PredictionRequest, state: StateDep) -> PredictionResponse:
+    """Times in ms (means unless named p50/p90/p95/p99), throughput for the whole deployment, memory per GPU
+    in GB (1e9 bytes). A deployment the engine cannot start is a 422 naming the field; one that does not fit
+    in memory is ``fits: false`` with the memory breakdown and why."""
+    try:
+        return state.current_advisor().predict(body)
+    except InvalidRequest as exc:
+        raise as_problem(exc) from exc

@@ -1,0 +1,110 @@
+"""Fitting, storing and loading calibrations against the database (the core fit is in service/core)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpu_catalog.loader import Catalog
+from gpu_catalog.schema import CostConstants
+from service.advisor import CalibrationState
+from service.core.calibration import (
+    Calibration,
+    MeasurementSet,
+    cross_validate,
+    data_fingerprint,
+    error_report,
+    fit,
+    predict_metrics,
+    prepare,
+)
+from service.core.costmodel import Tables
+from service.db.models import Calibration as CalibrationRow
+from service.db.session import transaction
+from service.repository import calibrations as repo
+
+log = logging.getLogger(__name__)
+
+# The fit is deterministic: the same rows give the same parameters, so a process fits each data set once.
+_FIT_MEMO: dict[str, Calibration] = {}
+_CV_MEMO: dict[str, dict[str, Any]] = {}
+_MEMO_LOCK = threading.Lock()
+
+
+def in_sample_report(tables: Tables, ms: MeasurementSet, cal: Calibration) -> dict[str, Any]:
+    pred = predict_metrics(tables, ms, cal.params_for(ms.keys, ms.current))
+    return error_report(ms, pred, [cal.lookup(k)[0] for k in ms.keys])
+
+
+def measurement_set(session: Session, catalog: Catalog, tables: Tables, constants: CostConstants) -> MeasurementSet:
+    return prepare(repo.measurement_rows(session, quality="good"), catalog, tables, constants)
+
+
+def fit_and_store(session: Session, tables: Tables, ms: MeasurementSet, constants: CostConstants) -> CalibrationRow:
+    """A new calibration version for these rows (fitted, or reused from this process's memo)."""
+    fp = data_fingerprint(ms)
+    with _MEMO_LOCK:
+        cal = _FIT_MEMO.get(fp)
+    t0 = time.perf_counter()
+    if cal is None:
+        cal = fit(tables, ms, constants)
+        with _MEMO_LOCK:
+            _FIT_MEMO[fp] = cal
+    metrics: dict[str, Any] = {"fit_s": round(time.perf_counter() - t0, 2), "skipped": ms.skipped,
+                               "in_sample": in_sample_report(tables, ms, cal), "held_out": _CV_MEMO.get(fp)}
+    version = repo.store(session, fp, len(ms), cal.to_json(), metrics)
+    log.info("calibration v%d fitted on %d measurements in %.1f s", version, len(ms), metrics["fit_s"])
+    row = repo.by_version(session, version)
+    assert row is not None
+    return row
+
+
+def state_from_row(row: CalibrationRow) -> CalibrationState:
+    cal = Calibration.from_json(row.params, row.data_sha256, row.n_measurements)
+    held = (row.metrics or {}).get("held_out")
+    report = held or (row.metrics or {}).get("in_sample") or {}
+    return CalibrationState(calibration=cal, version=row.version, segment_errors=report.get("by_segment", {}),
+                            overall_errors=report.get("overall", {}),
+                            error_kind="leave-one-source-out" if held else "in-sample")
+
+
+def run_cross_validation(sessions: sessionmaker[Session], version: int, tables: Tables, ms: MeasurementSet,
+                         constants: CostConstants) -> dict[str, Any]:
+    """Leave-one-source-out error of a stored calibration's data; stored into its metrics."""
+    fp = data_fingerprint(ms)
+    with _MEMO_LOCK:
+        report = _CV_MEMO.get(fp)
+    if report is None:
+        t0 = time.perf_counter()
+        report = cross_validate(tables, ms, constants)
+        report["elapsed_s"] = round(time.perf_counter() - t0, 1)
+        with _MEMO_LOCK:
+            _CV_MEMO[fp] = report
+    with transaction(sessions) as session:
+        row = repo.by_version(session, version)
+        if row is not None and row.data_sha256 == fp:
+            repo.set_metrics(session, version, {**(row.metrics or {}), "held_out": report})
+    log.info("calibration v%d: leave-one-source-out error stored", version)
+    return report
+
+
+def start_cross_validation(sessions: sessionmaker[Session], version: int, tables: Tables, ms: MeasurementSet,
+                           constants: CostConstants) -> threading.Thread:
+    def work() -> None:
+        try:
+            run_cross_validation(sessions, version, tables, ms, constants)
+        except Exception:
+            log.exception("leave-one-source-out cross-validation of calibration v%d failed", version)
+
+    thread = threading.Thread(target=work, name=f"calibration-cv-{version}", daemon=True)
+    thread.start()
+    return thread
+
+
+def has_rows(ms: MeasurementSet) -> bool:
+    return bool(len(ms)) and bool(np.isfinite(ms.y).any())

@@ -1,0 +1,436 @@
+"""Calibration: fit the cost model's efficiencies on stored measurements, by segment, with fall-backs.
+
+Segments form a hierarchy, each level shrunk toward its parent:
+
+    global -> engine -> engine/architecture -> engine/gpu -> engine/gpu/weight-dtype
+
+A level is fitted in one robust least-squares problem (scipy.optimize.least_squares, soft-L1 loss on
+log-ratios of predicted to measured throughput, TTFT and TPOT) whose unknowns are the log-parameters of
+every segment of that level, plus a prior term that pulls each segment toward its parent's values with
+the weight of ``PRIOR_ROWS`` measurements. A segment with few rows therefore stays near its parent; one
+with none is not stored and prediction falls back to the nearest ancestor. The Jacobian is block-sparse
+(a row depends only on its segment), which keeps a level to a few dozen model evaluations.
+
+Engine releases differ in speed: rows of releases older than the generation the service targets
+(``current_from_version`` in costmodel.yaml) get one fitted speed factor per engine (the global level's
+``generation`` entry), so the segment parameters describe the current release.
+
+Pure numpy/scipy; deterministic (no random start, fixed iteration limits).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import least_squares
+from scipy.sparse import coo_matrix
+
+from gpu_catalog.loader import Catalog
+from gpu_catalog.schema import CostConstants
+from service.core.costmodel import (
+    MODES,
+    PARAM_NAMES,
+    Candidates,
+    F,
+    ModeSplit,
+    Params,
+    Static,
+    Tables,
+    evaluate,
+    serve,
+    split_modes,
+    static_terms,
+)
+from service.core.engine_defaults import is_current, resolve
+
+MODELLED_ENGINES = ("vllm", "trtllm")
+LEVELS = ("global", "engine", "engine/arch", "engine/gpu", "engine/gpu/dtype")
+PRIOR_ROWS = 6.0            # a segment's parent counts as this many measurements
+PRIOR_SIGMA_LOG = 0.5       # spread of a segment's log-parameter around its parent's
+LOSS_SCALE_LOG = 0.15       # soft-L1 knee: residuals beyond ~15% count linearly (robust to outliers)
+MAX_NFEV_PER_LEVEL = 60
+CENTRAL_STATS = ("mean", "median", "p50", "single", "batch_prefill")
+METRICS = ("throughput", "ttft", "tpot")
+
+
+def _central(stat: str | None) -> bool:
+    return bool(stat) and str(stat).split(" ")[0].lower() in CENTRAL_STATS
+
+
+def _f(v: Any) -> float:
+    if v is None or v == "":
+        return math.nan
+    return float(v)
+
+
+@dataclass
+class MeasurementSet:
+    """Measurements that the cost model can score, as arrays aligned with ``cand``."""
+
+    cand: Candidates
+    y: F                                 # (n, 3) measured throughput tok/s, TTFT s, TPOT s; NaN = not published
+    thr_is_total: NDArray[np.bool_]      # throughput is (input + output) tok/s
+    current: NDArray[np.bool_]           # engine release of the targeted generation
+    keys: list[tuple[str, str, str, str]]  # (engine, arch, gpu, dtype)
+    sources: list[str]
+    families: list[str]                  # model family (base/instruct/chat variants of one architecture)
+    row_ids: list[str]
+    modes: list[str]
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.row_ids)
+
+    def take(self, idx: NDArray[Any]) -> MeasurementSet:
+        sel = list(np.asarray(idx))
+        return MeasurementSet(
+            cand=self.cand.take(idx), y=self.y[idx], thr_is_total=self.thr_is_total[idx],
+            current=self.current[idx], keys=[self.keys[i] for i in sel], sources=[self.sources[i] for i in sel],
+            families=[self.families[i] for i in sel], row_ids=[self.row_ids[i] for i in sel],
+            modes=[self.modes[i] for i in sel])
+
+
+def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
+            constants: CostConstants) -> MeasurementSet:
+    """Turn measurement rows (published.csv columns) into candidates the model scores, skipping (and counting)
+    rows it cannot: other engines, unknown ids, missing lengths or layout."""
+    idx = tables.index()
+    gpus = {g.id: g for g in catalog.gpus}
+    arch = {g.id: g.architecture for g in catalog.gpus}
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "model", "gpu", "wdtype", "kvdtype", "budget", "tp", "pp", "ep", "replicas", "max_num_seqs", "max_batched_tok",
+        "mem_fraction", "input_tok", "output_tok", "mode", "load", "context_tok")}
+    y: list[tuple[float, float, float]] = []
+    total: list[bool] = []
+    current: list[bool] = []
+    keys: list[tuple[str, str, str, str]] = []
+    sources: list[str] = []
+    families: list[str] = []
+    row_ids: list[str] = []
+    modes: list[str] = []
+    skipped: dict[str, int] = {}
+
+    def skip(reason: str) -> None:
+        skipped[reason] = skipped.get(reason, 0) + 1
+
+    for r in sorted(rows, key=lambda row: str(row.get("row_id") or "")):
+        engine = str(r.get("engine") or "")
+        if engine not in MODELLED_ENGINES:
+            skip(f"engine {engine or 'unknown'} not modelled")
+            continue
+        model = catalog.resolve_model(str(r.get("model") or ""))
+        gpu_id = str(r.get("gpu") or "")
+        wd = str(r.get("weight_dtype") or "")
+        kv = str(r.get("kv_dtype") or "") or "auto"
+        mode = str(r.get("mode") or "")
+        if model is None or gpu_id not in idx["gpu"]:
+            skip("model or gpu not in catalog")
+            continue
+        if wd not in idx["wdtype"] or kv not in idx["kvdtype"]:
+            skip("dtype not in catalog")
+            continue
+        if mode not in MODES:
+            skip("no workload mode")
+            continue
+        i_tok, o_tok = _f(r.get("input_tokens")), _f(r.get("output_tokens"))
+        tp, pp = _f(r.get("tp")), _f(r.get("pp"))
+        n_gpu = _f(r.get("gpu_count"))
+        if math.isnan(i_tok) or math.isnan(o_tok) or math.isnan(tp):
+            skip("input/output length or tp not published")
+            continue
+        pp = 1.0 if math.isnan(pp) else pp
+        dp = _f(r.get("dp"))
+        if math.isnan(dp):
+            dp = max(round(n_gpu / (tp * pp)), 1) if not math.isnan(n_gpu) else 1.0
+        load = _f(r.get("concurrency")) if mode in ("concurrency", "static_batch") else _f(r.get("request_rate"))
+        if mode in ("concurrency", "static_batch", "request_rate") and math.isnan(load):
+            skip("load (concurrency or rate) not published")
+            continue
+        thr = _f(r.get("output_tok_s"))
+        is_total = False
+        if math.isnan(thr):
+            per_gpu = _f(r.get("output_tok_s_per_gpu"))
+            if not math.isnan(per_gpu):
+                thr = per_gpu * (n_gpu if not math.isnan(n_gpu) else tp * pp * dp)
+            else:
+                thr = _f(r.get("total_tok_s"))
+                is_total = not math.isnan(thr)
+        ttft = _f(r.get("ttft_ms")) / 1e3 if _central(r.get("ttft_stat")) else math.nan
+        tpot = _f(r.get("tpot_ms")) / 1e3 if _central(r.get("tpot_stat")) else math.nan
+        if math.isnan(tpot) and _central(r.get("itl_stat")):
+            tpot = _f(r.get("itl_ms")) / 1e3
+        if all(math.isnan(v) for v in (thr, ttft, tpot)):
+            skip("no throughput or central latency published")
+            continue
+        version = str(r.get("engine_version") or "")
+        d = resolve(engine, version, gpus[gpu_id], constants)
+        max_batch = _f(r.get("max_batch"))
+        cols["model"].append(idx["model"][model.id])
+        cols["gpu"].append(idx["gpu"][gpu_id])
+        cols["wdtype"].append(idx["wdtype"][wd])
+        cols["kvdtype"].append(idx["kvdtype"][kv])
+        cols["budget"].append(d.budget)
+        cols["tp"].append(tp)
+        cols["pp"].append(pp)
+        ep = _f(r.get("ep"))
+        cols["ep"].append(1.0 if math.isnan(ep) else ep)
+        cols["replicas"].append(dp)
+        cols["max_num_seqs"].append(d.max_num_seqs if math.isnan(max_batch) else max_batch)
+        cols["max_batched_tok"].append(d.max_num_batched_tokens)
+        cols["mem_fraction"].append(d.mem_fraction)
+        cols["input_tok"].append(i_tok)
+        cols["output_tok"].append(o_tok)
+        cols["mode"].append(MODES[mode])
+        cols["load"].append(0.0 if math.isnan(load) else load)
+        cols["context_tok"].append(i_tok + o_tok)
+        y.append((thr, ttft, tpot))
+        total.append(is_total)
+        current.append(is_current(engine, version, constants))
+        keys.append((engine, arch[gpu_id], gpu_id, wd))
+        sources.append(str(r.get("source_id") or ""))
+        families.append(model.family)
+        row_ids.append(str(r.get("row_id") or ""))
+        modes.append(mode)
+    ints = {"model", "gpu", "wdtype", "kvdtype", "budget", "mode"}
+    arrays: dict[str, Any] = {k: np.asarray(v, dtype=np.int64 if k in ints else np.float64) for k, v in cols.items()}
+    cand = Candidates(**arrays)
+    return MeasurementSet(cand=cand, y=np.asarray(y, dtype=np.float64).reshape(-1, 3),
+                          thr_is_total=np.asarray(total, dtype=bool), current=np.asarray(current, dtype=bool),
+                          keys=keys, sources=sources, families=families, row_ids=row_ids, modes=modes, skipped=skipped)
+
+
+def predict_metrics(tables: Tables, ms: MeasurementSet, params: Params, static: Static | None = None,
+                    split: ModeSplit | None = None) -> F:
+    """(n, 3) predicted throughput (output or total, as the row publishes), TTFT s, TPOT s."""
+    res = serve(static, params, split) if static is not None else evaluate(tables, ms.cand, params)
+    thr = np.where(ms.thr_is_total, res.total_tok_s, res.output_tok_s)
+    return np.stack([thr, res.ttft_s, res.tpot_s], axis=1)
+
+
+def segment_key(level: str, key: tuple[str, str, str, str]) -> str:
+    engine, arch, gpu, dtype = key
+    return {"global": "global", "engine": engine, "engine/arch": f"{engine}/{arch}",
+            "engine/gpu": f"{engine}/{gpu}", "engine/gpu/dtype": f"{engine}/{gpu}/{dtype}"}[level]
+
+
+def parent_key(level: str, key: tuple[str, str, str, str]) -> str:
+    return segment_key(LEVELS[LEVELS.index(level) - 1], key)
+
+
+@dataclass
+class Calibration:
+    """Fitted parameters by segment (log-space vectors in PARAM_NAMES order), and how each was fitted."""
+
+    segments: dict[str, dict[str, Any]]          # key -> {"level", "params": {name: value}, "n": rows}
+    generation: dict[str, float]                 # engine -> speed factor of releases before the current one
+    data_sha256: str = ""
+    n_measurements: int = 0
+
+    def vector(self, key: str) -> F:
+        return np.log([self.segments[key]["params"][n] for n in PARAM_NAMES])
+
+    def lookup(self, key: tuple[str, str, str, str]) -> tuple[str, dict[str, Any]]:
+        """The most specific fitted segment for (engine, arch, gpu, dtype)."""
+        for level in reversed(LEVELS):
+            k = segment_key(level, key)
+            if k in self.segments:
+                return k, self.segments[k]
+        return "global", self.segments["global"]
+
+    def params_for(self, keys: Sequence[tuple[str, str, str, str]], current: NDArray[np.bool_] | None = None) -> Params:
+        mat = np.exp(np.stack([self.vector(self.lookup(k)[0]) for k in keys])) if keys else np.zeros((0, 7))
+        if current is not None:
+            factor = np.asarray([1.0 if cur else self.generation.get(k[0], 1.0)
+                                 for k, cur in zip(keys, current, strict=True)])
+            mat = _apply_generation(mat, factor)
+        return Params.from_matrix(mat)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"levels": list(LEVELS), "param_names": list(PARAM_NAMES), "segments": self.segments,
+                "generation": self.generation}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], data_sha256: str = "", n: int = 0) -> Calibration:
+        return cls(segments=dict(data["segments"]), generation=dict(data["generation"]), data_sha256=data_sha256,
+                   n_measurements=n)
+
+
+def _apply_generation(mat: F, factor: F) -> F:
+    """Older releases: efficiencies scaled by ``factor`` and per-step overhead divided by it."""
+    out = mat.copy()
+    f = factor[:, None] if mat.ndim == 2 else factor
+    names = list(PARAM_NAMES)
+    for n in ("eff_flops", "eff_bw"):
+        out[:, names.index(n)] = np.minimum(out[:, names.index(n)] * f[:, 0], 1.0)
+    out[:, names.index("step_overhead_s")] = out[:, names.index("step_overhead_s")] / f[:, 0]
+    return out
+
+
+def _bounds(constants: CostConstants) -> tuple[F, F, F]:
+    ip = constants.initial_params
+    x0 = np.log([ip[n].initial for n in PARAM_NAMES])
+    lo = np.log([ip[n].min for n in PARAM_NAMES])
+    hi = np.log([ip[n].max for n in PARAM_NAMES])
+    return x0, lo, hi
+
+
+def _residuals(pred: F, ms: MeasurementSet) -> F:
+    r = np.log(np.maximum(pred, 1e-12) / ms.y)
+    return np.where(np.isfinite(r), r, 0.0).ravel()
+
+
+def _fit_level(tables: Tables, ms: MeasurementSet, seg_of_row: NDArray[np.int64], prior: F,
+               generation: F, lo: F, hi: F, fit_generation: bool) -> tuple[F, F]:
+    """Fit one level: ``prior`` (n_seg, 7) log-params; returns (fitted (n_seg, 7), generation log-factors)."""
+    n_seg, n_p = prior.shape
+    n_rows = len(ms)
+    engines = sorted({k[0] for k in ms.keys})
+    eng_idx = np.asarray([engines.index(k[0]) for k in ms.keys], dtype=np.int64)
+    n_gen = len(engines) if fit_generation else 0
+    valid = np.isfinite(ms.y) & (ms.y > 0)
+    static = static_terms(tables, ms.cand)
+    split = split_modes(static)
+
+    def unpack(x: F) -> tuple[F, F]:
+        theta = x[: n_seg * n_p].reshape(n_seg, n_p)
+        gen = x[n_seg * n_p:] if fit_generation else generation
+        return theta, gen
+
+    def fun(x: F) -> F:
+        theta, gen = unpack(x)
+        mat = np.exp(theta[seg_of_row])
+        factor = np.where(ms.current, 1.0, np.exp(gen[eng_idx])) if len(gen) else np.ones(n_rows)
+        p = Params.from_matrix(_apply_generation(mat, factor))
+        pred = predict_metrics(tables, ms, p, static, split)
+        data = np.where(valid, np.log(np.maximum(pred, 1e-12) / np.where(valid, ms.y, 1.0)), 0.0).ravel()
+        data = np.where(np.isfinite(data), data, 5.0)
+        reg = math.sqrt(PRIOR_ROWS) * (theta - prior).ravel() / PRIOR_SIGMA_LOG
+        return np.concatenate([data, reg])
+
+    n_x = n_seg * n_p + n_gen
+    # residual rows 3r..3r+2 depend on their segment's parameters (and the engine's generation factor);
+    # prior row i depends on parameter i
+    r3 = np.repeat(np.arange(n_rows * 3), n_p)
+    c3 = (np.repeat(seg_of_row, 3)[:, None] * n_p + np.arange(n_p)[None, :]).ravel()
+    rows_i, cols_i = [r3, n_rows * 3 + np.arange(n_seg * n_p)], [c3, np.arange(n_seg * n_p)]
+    if n_gen:
+        rows_i.append(np.arange(n_rows * 3))
+        cols_i.append(n_seg * n_p + np.repeat(eng_idx, 3))
+    rr, cc = np.concatenate(rows_i), np.concatenate(cols_i)
+    sparsity = coo_matrix((np.ones(len(rr), dtype=np.int8), (rr, cc)), shape=(n_rows * 3 + n_seg * n_p, n_x))
+    x0 = np.concatenate([np.clip(prior, lo, hi).ravel(), np.zeros(n_gen)])
+    lb = np.concatenate([np.tile(lo, n_seg), np.full(n_gen, math.log(0.05))])
+    ub = np.concatenate([np.tile(hi, n_seg), np.full(n_gen, math.log(2.0))])
+    sol = least_squares(fun, x0, bounds=(lb, ub), jac_sparsity=sparsity.tocsr(), loss="soft_l1",
+                        f_scale=LOSS_SCALE_LOG, max_nfev=MAX_NFEV_PER_LEVEL, x_scale=1.0, method="trf")
+    theta, gen = unpack(sol.x)
+    return theta, gen
+
+
+def fit(tables: Tables, ms: MeasurementSet, constants: CostConstants) -> Calibration:
+    """Fit every level top-down. Deterministic for the same rows in the same order."""
+    x0, lo, hi = _bounds(constants)
+    engines = sorted({k[0] for k in ms.keys})
+    segments: dict[str, dict[str, Any]] = {}
+    generation = np.zeros(len(engines))
+    theta_by_key: dict[str, F] = {}
+    for level in LEVELS:
+        seg_keys = sorted({segment_key(level, k) for k in ms.keys}) if len(ms) else []
+        if level == "global":
+            seg_keys = ["global"]
+            prior = x0[None, :]
+        else:
+            parents = {}
+            for k in ms.keys:
+                parents[segment_key(level, k)] = parent_key(level, k)
+            prior = np.stack([theta_by_key[parents[s]] for s in seg_keys])
+        if not len(ms):
+            theta = prior
+        else:
+            pos = {s: i for i, s in enumerate(seg_keys)}
+            seg_of_row = np.asarray([pos[segment_key(level, k)] for k in ms.keys], dtype=np.int64)
+            theta, gen = _fit_level(tables, ms, seg_of_row, prior, generation, lo, hi,
+                                    fit_generation=level == "global")
+            if level == "global":
+                generation = gen
+        counts: dict[str, int] = {}
+        for k in ms.keys:
+            counts[segment_key(level, k)] = counts.get(segment_key(level, k), 0) + 1
+        for i, s in enumerate(seg_keys):
+            theta_by_key[s] = theta[i]
+            segments[s] = {"level": level, "n": counts.get(s, 0),
+                           "params": {n: float(v) for n, v in zip(PARAM_NAMES, np.exp(theta[i]), strict=True)}}
+    gen_map = {e: float(np.exp(g)) for e, g in zip(engines, generation, strict=True)}
+    return Calibration(segments=segments, generation=gen_map, n_measurements=len(ms))
+
+
+def data_fingerprint(ms: MeasurementSet) -> str:
+    """Content hash of what a calibration is fitted on: the scored rows' inputs and measured values."""
+    digest = hashlib.sha256()
+    for f in fields(ms.cand):
+        digest.update(np.ascontiguousarray(getattr(ms.cand, f.name)).tobytes())
+    digest.update(np.nan_to_num(ms.y, nan=-1.0).tobytes())
+    digest.update(ms.thr_is_total.tobytes())
+    digest.update(ms.current.tobytes())
+    digest.update(json.dumps([ms.keys, ms.sources, ms.row_ids]).encode())
+    return digest.hexdigest()
+
+
+def ape(pred: F, meas: F) -> F:
+    """Absolute percentage error, % (NaN where either is missing)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.abs(pred / meas - 1.0) * 100.0
+
+
+def summarise(errors: F) -> dict[str, Any]:
+    e = errors[np.isfinite(errors)]
+    if not len(e):
+        return {"n": 0, "median_ape_pct": None, "p90_ape_pct": None}
+    return {"n": len(e), "median_ape_pct": round(float(np.median(e)), 1),
+            "p90_ape_pct": round(float(np.percentile(e, 90)), 1)}
+
+
+BREAKDOWNS = ("gpu", "engine", "dtype", "mode", "segment")
+
+
+def cross_validate(tables: Tables, ms: MeasurementSet, constants: CostConstants,
+                   group: str = "source") -> dict[str, Any]:
+    """Leave-one-group-out (group: ``source`` or model ``family``): for each group, fit on the others and
+    predict its rows.
+
+    Returns the per-row held-out predictions' errors summarised overall and by GPU, engine, dtype, mode
+    and fitted segment (the segment a prediction for that row would use)."""
+    pred = np.full_like(ms.y, np.nan)
+    labels = np.asarray(ms.sources if group == "source" else ms.families)
+    seg_used: list[str] = [""] * len(ms)
+    for src in sorted(set(labels.tolist())):
+        held = np.flatnonzero(labels == src)
+        train = np.flatnonzero(labels != src)
+        cal = fit(tables, ms.take(train), constants)
+        test = ms.take(held)
+        pred[held] = predict_metrics(tables, test, cal.params_for(test.keys, test.current))
+        for i, k in zip(held, test.keys, strict=True):
+            seg_used[i] = cal.lookup(k)[0]
+    report = error_report(ms, pred, seg_used)
+    report["held_out_by"] = group
+    return report
+
+
+def error_report(ms: MeasurementSet, pred: F, seg_used: Sequence[str]) -> dict[str, Any]:
+    errors = ape(pred, ms.y)
+    labels = {"gpu": [k[2] for k in ms.keys], "engine": [k[0] for k in ms.keys], "dtype": [k[3] for k in ms.keys],
+              "mode": list(ms.modes), "segment": list(seg_used)}
+    report: dict[str, Any] = {"rows": len(ms), "sources": len(set(ms.sources)),
+                              "overall": {m: summarise(errors[:, j]) for j, m in enumerate(METRICS)}}
+    for name in BREAKDOWNS:
+        lab = np.asarray(labels[name])
+        report[f"by_{name}"] = {
+            v: {m: summarise(errors[lab == v, j]) for j, m in enumerate(METRICS)} for v in sorted(set(labels[name]))}
+    return report

@@ -1,0 +1,69 @@
+"""Calibration on real shipped measurements: deterministic, lowers the error it is fitted on, falls back
+through the segment levels, and survives a JSON round trip (as it is stored)."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+from gpu_catalog.loader import PUBLISHED_CSV, load_catalog, load_cost_constants
+from service.core.calibration import Calibration, MeasurementSet, ape, fit, predict_metrics, prepare
+from service.core.costmodel import PARAM_NAMES, Params, build_tables
+
+CATALOG = load_catalog()
+CONSTANTS = load_cost_constants()
+TABLES = build_tables(CATALOG, CONSTANTS)
+
+
+@pytest.fixture(scope="module")
+def subset() -> MeasurementSet:
+    """Every good H100-SXM and L40S row of the shipped file (a few hundred rows: two GPUs, both engines)."""
+    with PUBLISHED_CSV.open(encoding="utf-8", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["quality"] == "good" and r["gpu"] in ("h100-sxm", "l40s")]
+    ms = prepare(rows, CATALOG, TABLES, CONSTANTS)
+    assert len(ms) > 100
+    return ms
+
+
+def _median_error(ms: MeasurementSet, params: Params) -> float:
+    pred = predict_metrics(TABLES, ms, params)
+    e = ape(pred, ms.y)
+    return float(np.nanmedian(e))
+
+
+def test_fit_is_deterministic_and_lowers_the_error(subset: MeasurementSet) -> None:
+    a = fit(TABLES, subset, CONSTANTS)
+    b = fit(TABLES, subset, CONSTANTS)
+    assert a.to_json() == b.to_json()
+    n = len(subset)
+    initial = Params.from_matrix(np.tile([CONSTANTS.initial_params[p].initial for p in PARAM_NAMES], (n, 1)))
+    fitted = a.params_for(subset.keys, subset.current)
+    assert _median_error(subset, fitted) < 0.8 * _median_error(subset, initial)
+
+
+def test_fitted_parameters_stay_within_their_bounds(subset: MeasurementSet) -> None:
+    cal = fit(TABLES, subset, CONSTANTS)
+    for seg in cal.segments.values():
+        for name, value in seg["params"].items():
+            bound = CONSTANTS.initial_params[name]
+            assert bound.min * (1 - 1e-9) <= value <= bound.max * (1 + 1e-9), (name, value)
+
+
+def test_lookup_falls_back_to_the_nearest_fitted_level(subset: MeasurementSet) -> None:
+    cal = fit(TABLES, subset, CONSTANTS)
+    # an H100 dtype with rows gets its own segment; an unmeasured Hopper GPU falls back to the architecture
+    seg, info = cal.lookup(("trtllm", "hopper", "h100-sxm", "fp8"))
+    assert seg == "trtllm/h100-sxm/fp8" and info["n"] > 0
+    seg, info = cal.lookup(("trtllm", "hopper", "h20", "fp8"))
+    assert seg == "trtllm/hopper"
+    # an engine with no rows at all uses the global values
+    assert cal.lookup(("sglang", "hopper", "h100-sxm", "fp8"))[0] == "global"
+
+
+def test_stored_form_round_trips(subset: MeasurementSet) -> None:
+    cal = fit(TABLES, subset, CONSTANTS)
+    back = Calibration.from_json(cal.to_json())
+    keys, cur = subset.keys[:20], subset.current[:20]
+    assert np.array_equal(back.params_for(keys, cur).eff_bw, cal.params_for(keys, cur).eff_bw)
