@@ -1,0 +1,1 @@
+"""Turning users' benchmark result files into measurement rows (see ``service.ingest.formats``)."""
