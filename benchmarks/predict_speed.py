@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from service.core.costmodel import MODES, Candidates, Params, build_tables, eval
 ROOT = Path(__file__).resolve().parents[1]
 
 # Varied deployments for the API timing (ids are catalog ids; the mix covers engines, modes and sizes)
-REQUESTS = [
+REQUESTS: list[tuple[str, str, int, str, str, str, dict[str, Any]]] = [
     ("meta-llama/Llama-3.1-8B-Instruct", "l4", 1, "bf16", "auto", "vllm", {"concurrency": 16}),
     ("meta-llama/Llama-3.1-8B-Instruct", "a10", 1, "int4-awq", "auto", "vllm", {"concurrency": 50}),
     ("meta-llama/Llama-3.1-70B-Instruct", "h100-sxm", 4, "fp8", "fp8", "trtllm", {"concurrency": 64}),
@@ -44,6 +45,35 @@ REQUESTS = [
 
 
 def core_speed(n_target: int, repeats: int) -> tuple[int, float]:
+    t, cand, params = _grid(n_target)
+    evaluate(t, cand, params)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        evaluate(t, cand, params)
+        best = min(best, time.perf_counter() - t0)
+    return len(cand), best
+
+
+def root_precision(n_target: int) -> dict[str, float]:
+    """Largest relative change of TTFT, TPOT and throughput when the serving solve runs 60 root-finding
+    steps instead of the shipped number (the converged answer against the one served)."""
+    from service.core import costmodel
+
+    t, cand, params = _grid(n_target)
+    served = evaluate(t, cand, params)
+    shipped = costmodel._ROOT_STEPS
+    costmodel._ROOT_STEPS = 60
+    try:
+        converged = evaluate(t, cand, params)
+    finally:
+        costmodel._ROOT_STEPS = shipped
+    ok = served.fits
+    return {name: float(np.max(np.abs(getattr(served, name)[ok] / getattr(converged, name)[ok] - 1.0)))
+            for name in ("ttft_s", "tpot_s", "output_tok_s")}
+
+
+def _grid(n_target: int) -> tuple[Any, Candidates, Params]:
     catalog, constants = load_catalog(), load_cost_constants()
     t = build_tables(catalog, constants)
     idx = t.index()
@@ -62,14 +92,8 @@ def core_speed(n_target: int, repeats: int) -> tuple[int, float]:
         pp=full(1.0), ep=full(1.0), replicas=full(1.0), max_num_seqs=full(256.0), max_batched_tok=full(8192.0),
         mem_fraction=full(0.9), input_tok=full(1024.0), output_tok=full(256.0), mode=g[:, 4].astype(np.int64),
         load=g[:, 5].astype(float), context_tok=full(1280.0))
-    params = Params(**{k: np.float64(b.initial) for k, b in constants.initial_params.items()})
-    evaluate(t, cand, params)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        evaluate(t, cand, params)
-        best = min(best, time.perf_counter() - t0)
-    return n, best
+    params = Params(**{k: np.full(n, b.initial) for k, b in constants.initial_params.items()})
+    return t, cand, params
 
 
 def _free_port() -> int:
@@ -128,7 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--candidates", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--requests", type=int, default=400)
+    ap.add_argument("--check-root", action="store_true",
+                    help="also print how far the shipped root-finding steps are from a converged solve")
     args = ap.parse_args(argv)
+    if args.check_root:
+        worst = root_precision(200_000)
+        print("root precision (largest relative change vs 60 steps, 200k candidates): "
+              + ", ".join(f"{k} {v:.1e}" for k, v in worst.items()))
     if args.candidates:
         n, best = core_speed(args.candidates, args.repeats)
         print(f"core: {n} candidates in {best * 1e3:.0f} ms (best of {args.repeats}) = {n / best:,.0f} candidates/s")

@@ -14,7 +14,7 @@ import numpy as np
 
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants, GpuSpec, ModelSpec
-from service.core.calibration import LEVELS, METRICS, Calibration, segment_key
+from service.core.calibration import LEVELS, METRICS, Calibration, calibration_engine, segment_key
 from service.core.costmodel import (
     GB_BYTES,
     MODES,
@@ -26,11 +26,13 @@ from service.core.costmodel import (
     evaluate,
 )
 from service.core.engine_defaults import EngineDefaults, is_current, resolve
+from service.core.launch import LaunchError, LaunchSpec, render_launch
 from service.schemas.predictions import (
     Confidence,
     Cost,
     Deployment,
     InlineModel,
+    Launch,
     MemoryPerGpu,
     Predicted,
     PredictionRequest,
@@ -115,7 +117,7 @@ class Advisor:
         self.kv_dtypes = {d.id: d for d in catalog.kv_dtypes}
         self.engines = {e.id: e for e in catalog.engines}
         self.support = {(r.engine, r.kind, r.dtype, r.architecture): r.level for r in catalog.support}
-        self._index = self.tables.index()
+        self.index = self.tables.index()
 
     # --- resolution and validation -------------------------------------------------------------------
 
@@ -212,7 +214,7 @@ class Advisor:
     # --- prediction ----------------------------------------------------------------------------------
 
     def tables_for(self, model: ModelSpec) -> tuple[Tables, int]:
-        idx = self._index["model"].get(model.id)
+        idx = self.index["model"].get(model.id)
         if idx is not None and model.model_type != "inline":
             return self.tables, idx
         tables = build_tables(self.catalog, self.constants, extra_models=[model])
@@ -231,23 +233,44 @@ class Advisor:
         load = {"concurrency": float(wl.concurrency or 0), "request_rate": float(wl.request_rate or 0.0),
                 "offline": float(wl.num_requests or 0)}[wl.mode]
         cand = Candidates(
-            model=np.asarray([m_idx]), gpu=np.asarray([self._index["gpu"][gpu.id]]),
-            wdtype=np.asarray([self._index["wdtype"][dep.weight_dtype]]),
-            kvdtype=np.asarray([self._index["kvdtype"][dep.kv_dtype]]), budget=np.asarray([defaults.budget]),
+            model=np.asarray([m_idx]), gpu=np.asarray([self.index["gpu"][gpu.id]]),
+            wdtype=np.asarray([self.index["wdtype"][dep.weight_dtype]]),
+            kvdtype=np.asarray([self.index["kvdtype"][dep.kv_dtype]]), budget=np.asarray([defaults.budget]),
             tp=np.asarray([float(dep.tp)]), pp=np.asarray([float(dep.pp)]), ep=np.asarray([float(dep.ep or 1)]),
             replicas=np.asarray([float(dep.replicas)]), max_num_seqs=np.asarray([float(settings.max_num_seqs)]),
             max_batched_tok=np.asarray([float(settings.max_num_batched_tokens)]),
             mem_fraction=np.asarray([settings.memory_fraction]), input_tok=np.asarray([float(wl.input_tokens)]),
             output_tok=np.asarray([float(wl.output_tokens)]), mode=np.asarray([MODES[wl.mode]]),
             load=np.asarray([load]), context_tok=np.asarray([float(settings.max_model_len)]))
-        key = (dep.engine, gpu.architecture, gpu.id, dep.weight_dtype)
+        key = (calibration_engine(dep.engine, gpu.vendor), gpu.architecture, gpu.id, dep.weight_dtype)
         current = is_current(dep.engine, settings.engine_version, self.constants)
         params = self.params_for([key], [current])
         res = evaluate(tables, cand, params)
-        return self._response(model, dep, wl, gpu, settings, res, params, key)
+        model_name = req.model or (req.model_spec.name if req.model_spec else model.id)
+        return self._response(model, model_name, dep, wl, gpu, settings, res, params, key)
 
-    def _response(self, model: ModelSpec, dep: Deployment, wl: Workload, gpu: GpuSpec, settings: ResolvedSettings,
-                  res: Result, params: Params, key: tuple[str, str, str, str]) -> PredictionResponse:
+    def launch(self, model_id: str, dep: Deployment, settings: ResolvedSettings) -> Launch:
+        """The command that starts ``dep`` with exactly the settings the prediction assumed."""
+        a = dep.engine_args
+        vllm = dep.engine == "vllm"
+        spec = LaunchSpec(
+            model_id=model_id, gpu_id=dep.gpu, tp=dep.tp, pp=dep.pp, replicas=dep.replicas,
+            weight_dtype=dep.weight_dtype, kv_dtype=dep.kv_dtype, engine=dep.engine,
+            engine_version=settings.engine_version, max_num_seqs=settings.max_num_seqs,
+            max_num_batched_tokens=settings.max_num_batched_tokens, max_model_len=settings.max_model_len,
+            gpu_memory_utilization=settings.memory_fraction if vllm else None,
+            kv_cache_free_gpu_memory_fraction=None if vllm else settings.memory_fraction,
+            enable_chunked_prefill=a.enable_chunked_prefill, enable_prefix_caching=a.enable_prefix_caching)
+        try:
+            out = render_launch(spec, self.catalog)
+        except LaunchError as exc:
+            return Launch(error=str(exc))
+        return Launch(command=out["command"], container=out["container"], args=out["args"], files=out["files"],
+                      steps=out["steps"], replicas=out["replicas"], notes=out["notes"])
+
+    def _response(self, model: ModelSpec, model_name: str, dep: Deployment, wl: Workload, gpu: GpuSpec,
+                  settings: ResolvedSettings, res: Result, params: Params,
+                  key: tuple[str, str, str, str]) -> PredictionResponse:
         i = 0
         fits = bool(res.fits[i])
         notes: list[str] = []
@@ -302,7 +325,7 @@ class Advisor:
             cost=Cost(usd_per_hour=round(usd_h, 4) if usd_h else None,
                       usd_per_million_output_tokens=round(usd_m, 4) if usd_m else None,
                       price_source=gpu.sources.price),
-            settings=settings, confidence=confidence, notes=notes)
+            settings=settings, confidence=confidence, launch=self.launch(model_name, dep, settings), notes=notes)
 
     @staticmethod
     def predicted(res: Result, params: Params, i: int, wl: Workload) -> Predicted:

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from service.api import catalog, health, predictions, problems
+from service.api import catalog, health, predictions, problems, recommendations
 from service.settings import Settings, get_settings
 from service.startup import build_state
 
@@ -33,6 +33,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(catalog.router)
     app.include_router(predictions.router)
+    app.include_router(recommendations.router)
     return app
 
 

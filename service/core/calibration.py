@@ -104,6 +104,7 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
     idx = tables.index()
     gpus = {g.id: g for g in catalog.gpus}
     arch = {g.id: g.architecture for g in catalog.gpus}
+    vendor = {g.id: g.vendor for g in catalog.gpus}
     cols: dict[str, list[Any]] = {k: [] for k in (
         "model", "gpu", "wdtype", "kvdtype", "budget", "tp", "pp", "ep", "replicas", "max_num_seqs", "max_batched_tok",
         "mem_fraction", "input_tok", "output_tok", "mode", "load", "context_tok")}
@@ -193,7 +194,7 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
         y.append((thr, ttft, tpot))
         total.append(is_total)
         current.append(is_current(engine, version, constants))
-        keys.append((engine, arch[gpu_id], gpu_id, wd))
+        keys.append((calibration_engine(engine, vendor[gpu_id]), arch[gpu_id], gpu_id, wd))
         sources.append(str(r.get("source_id") or ""))
         families.append(model.family)
         row_ids.append(str(r.get("row_id") or ""))
@@ -212,6 +213,13 @@ def predict_metrics(tables: Tables, ms: MeasurementSet, params: Params, static: 
     res = serve(static, params, split) if static is not None else evaluate(tables, ms.cand, params)
     thr = np.where(ms.thr_is_total, res.total_tok_s, res.output_tok_s)
     return np.stack([thr, res.ttft_s, res.tpot_s], axis=1)
+
+
+def calibration_engine(engine: str, vendor: str) -> str:
+    """The engine part of a segment key: an engine on another vendor's GPUs is calibrated apart (vLLM on
+    ROCm is a different code path whose efficiencies say nothing about vLLM on CUDA), so that NVIDIA GPUs
+    without vLLM measurements fall back to vLLM-on-NVIDIA values and not to a mix dominated by AMD rows."""
+    return engine if vendor == "nvidia" else f"{engine}-{vendor}"
 
 
 def segment_key(level: str, key: tuple[str, str, str, str]) -> str:

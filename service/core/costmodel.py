@@ -62,10 +62,11 @@ PARAM_NAMES = ("eff_flops", "eff_bw", "step_overhead_s", "ttft_fixed_s", "comm_e
 # Smooth maximum of the memory and compute times of a step: (a^4 + b^4)^(1/4) (``_smooth_max``). A hard
 # max has no gradient where the two cross, which the fit needs; the 4th power stays within 19% of
 # max(a, b) at a = b.
-# Bisection steps of the closed- and open-loop batch (the bracket shrinks 2^-20: well under one
-# sequence for any cap), the share of the saturated rate an overloaded open loop is evaluated at, and
-# the floor on decode steps (a one-token output still occupies the batch for part of a step).
-_BISECTION_STEPS = 14
+# Root-finding steps of the closed- and open-loop batch (Illinois regula falsi: the residual of
+# Little's law is below 1e-6 of the load after 12 on the catalog's models; benchmarks/predict_speed.py
+# --check-root measures it), the share of the saturated rate an overloaded open loop is evaluated at,
+# and the floor on decode steps (a one-token output still occupies the batch for part of a step).
+_ROOT_STEPS = 12
 _SATURATION_SHARE = 0.999
 _MIN_DECODE_STEPS = 0.5
 # Smallest prefill chunk an engine schedules when decodes fill the token budget (vLLM and TensorRT-LLM
@@ -381,7 +382,7 @@ def evaluate(t: Tables, c: Candidates, p: Params) -> Result:
     return serve(static_terms(t, c), p)
 
 
-def _take(obj: Any, idx: NDArray[np.int64]) -> Any:
+def take_rows(obj: Any, idx: NDArray[np.int64]) -> Any:
     """The same dataclass with every per-candidate array indexed by ``idx``."""
     return type(obj)(**{f.name: (v[idx] if isinstance(v := getattr(obj, f.name), np.ndarray) and v.ndim else v)
                         for f in fields(obj)})
@@ -392,7 +393,7 @@ ModeSplit = list[tuple[NDArray[np.int64], Static, int]]
 
 def split_modes(s: Static) -> ModeSplit:
     """The candidates grouped by workload mode (each group is served by its own branch)."""
-    return [(idx := np.flatnonzero(s.mode == mv), _take(s, idx), int(mv)) for mv in np.unique(s.mode)]
+    return [(idx := np.flatnonzero(s.mode == mv), take_rows(s, idx), int(mv)) for mv in np.unique(s.mode)]
 
 
 def serve(s: Static, p: Params, split: ModeSplit | None = None) -> Result:
@@ -402,9 +403,9 @@ def serve(s: Static, p: Params, split: ModeSplit | None = None) -> Result:
     n = len(s.isl)
     p = Params(*(np.broadcast_to(np.asarray(getattr(p, name), dtype=np.float64), (n,)) for name in PARAM_NAMES))
     modes = np.unique(s.mode) if split is None else [mv for _, _, mv in split]
-    if len(modes) == 1:
-        return _serve_mode(s, p, int(modes[0]))
-    parts = [(idx, _serve_mode(sub, _take(p, idx), mv)) for idx, sub, mv in (split or split_modes(s))]
+    if len(modes) <= 1:    # one mode (or no candidates at all)
+        return _serve_mode(s, p, int(modes[0]) if len(modes) else MODE_OFFLINE)
+    parts = [(idx, _serve_mode(sub, take_rows(p, idx), mv)) for idx, sub, mv in (split or split_modes(s))]
     out: dict[str, NDArray[Any]] = {}
     for f in fields(Result):
         first = getattr(parts[0][1], f.name)
@@ -462,6 +463,10 @@ def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
         step, share = decode_step(batch)
         return step + batch * io * c_prefill, share, step
 
+    min_chunk = np.minimum(s.max_batched_tok, _MIN_CHUNK_TOK)
+    alone = prefill_alone + p.step_overhead_s
+    fixed_alone = p.ttft_fixed_s + alone
+
     def ttft_base(batch: F, step: F, arrivals_s: F, ahead_max: F | float = _NO_LIMIT) -> F:
         """First-token time of a request arriving at ``arrivals_s`` requests/s to a replica with ``batch``
         sequences decoding: the front end, the wait for prompts ahead of it, and its own chunked prefill.
@@ -471,15 +476,15 @@ def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
         against step boundaries) and prompts queue behind each other: M/D/1 wait at the server's
         utilisation, and in a closed loop at most the other clients, each in the queue for a share rho of
         the time."""
-        chunk = np.maximum(s.max_batched_tok - batch, np.minimum(s.max_batched_tok, _MIN_CHUNK_TOK))
-        service = (isl / chunk) * step + isl * c_prefill
+        chunk = np.maximum(s.max_batched_tok - batch, min_chunk)
+        service = isl * (step / chunk + c_prefill)
         rho = np.minimum(arrivals_s * service, _MAX_PREFILL_UTILISATION)
-        wait = np.minimum(rho * service / (2.0 * (1.0 - rho)), np.maximum(ahead_max, 0.0) * rho * service)
-        alone = prefill_alone + p.step_overhead_s
+        rho_service = rho * service
+        wait = np.minimum(rho_service / (2.0 * (1.0 - rho)), np.maximum(ahead_max, 0.0) * rho_service)
         # with decodes running (share min(b, 1) of the time) the prompt is chunked into their steps and
         # waits on average half a step for the one in flight; an idle replica prefills it alone
         busy = np.minimum(batch, 1.0)
-        return p.ttft_fixed_s + alone + wait + busy * (np.maximum(service, alone) - alone + 0.5 * step)
+        return fixed_alone + wait + busy * (np.maximum(service - alone, 0.0) + 0.5 * step)
 
     per_replica = s.load / s.replicas
     cap = s.cap_mean
@@ -500,19 +505,33 @@ def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
         tp_b, sh_b, st_b = tpot_at(np.maximum(b, 1.0))
         return b / (dec_steps * tp_b), tp_b, sh_b, st_b
 
-    def bisect(excess: Any, hi: F) -> F:
-        """Largest-precision root in [0, hi] of ``excess(b)``, which rises with b (negative at 0)."""
+    def root(excess: Any, hi: F, f_lo: F, f_hi: F) -> F:
+        """Root in [0, hi] of ``excess(b)``, which rises with b, given its values at both ends (negative at
+        0; where it is not positive at hi the answer is hi). Regula falsi with the Illinois modification
+        (the bracket always holds the root; superlinear on these smooth, monotone functions)."""
         lo = np.zeros_like(hi)
-        for _ in range(_BISECTION_STEPS):
-            mid = 0.5 * (lo + hi)
-            above = excess(mid) > 0.0
-            lo, hi = np.where(above, lo, mid), np.where(above, mid, hi)
-        return 0.5 * (lo + hi)
+        side = np.zeros(len(hi))
+        for _ in range(_ROOT_STEPS):
+            width = hi - lo
+            denom = f_hi - f_lo
+            x = np.where(denom > 0, hi - f_hi * width / np.where(denom > 0, denom, 1.0), lo + 0.5 * width)
+            x = np.minimum(np.maximum(x, lo), hi)
+            fx = excess(x)
+            above = fx > 0.0
+            hi, f_hi = np.where(above, x, hi), np.where(above, fx, f_hi)
+            lo, f_lo = np.where(above, lo, x), np.where(above, f_lo, fx)
+            # Illinois: when the same end moved last time too, halve the stale end's value
+            f_lo = np.where(above & (side > 0), 0.5 * f_lo, f_lo)
+            f_hi = np.where(~above & (side < 0), 0.5 * f_hi, f_hi)
+            side = np.where(above, 1.0, -1.0)
+        denom = f_hi - f_lo
+        x = np.where(denom > 0, hi - f_hi * (hi - lo) / np.where(denom > 0, denom, 1.0), hi)
+        return np.where(f_hi > 0, np.minimum(np.maximum(x, lo), hi), hi)
 
     closed = np.full(len(isl), mode_value == MODE_CONCURRENCY)
     if mode_value == MODE_CONCURRENCY:
         # C clients per replica. Little's law, C = X(b) (TTFT(b) + (O-1) TPOT(b)) with X(b) the completion
-        # rate of a decoding batch b, rises with b, so its root is found by bisection. When even the cap
+        # rate of a decoding batch b, rises with b, so its root is found by regula falsi. When even the cap
         # (KV cache or max_num_seqs) leaves the law short, the batch is the cap and the rest of the
         # clients wait for admission: TTFT absorbs what Little's law leaves over.
         C = np.maximum(per_replica, 1.0)
@@ -527,7 +546,7 @@ def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
             return b + x_b * t_b - C
 
         top = np.minimum(C, cap)
-        b = np.where(excess(top) < 0.0, top, bisect(excess, top))
+        b = root(excess, top, -C, excess(top))
         t_b, x_b, tp_b, sh_b, _ = first_token(b)
         t_b = np.maximum(t_b, C / x_b - dec_steps * tp_b)
         batch, tpot, share = np.where(closed, b, batch), np.where(closed, tp_b, tpot), np.where(closed, sh_b, share)
@@ -536,11 +555,11 @@ def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
     rate = np.full(len(isl), mode_value == MODE_RATE)
     if mode_value == MODE_RATE:
         # Poisson arrivals at lam per replica: the decoding batch whose completion rate matches lam
-        # (bisection, the rate rises with the batch), and M/D/1 queueing for the prefill
+        # (regula falsi: the rate rises with the batch), and M/D/1 queueing for the prefill
         lam = np.maximum(per_replica, 1e-9)
         x_cap = rate_at(cap)[0]
         lam_eff = np.minimum(lam, x_cap * _SATURATION_SHARE)
-        b = bisect(lambda bb: rate_at(bb)[0] - lam_eff, cap)
+        b = root(lambda bb: rate_at(bb)[0] - lam_eff, cap, -lam_eff, x_cap - lam_eff)
         _, tp_b, sh_b, st_b = rate_at(b)
         ttft_r = ttft_base(b, st_b, lam_eff)
         batch, tpot, share = np.where(rate, b, batch), np.where(rate, tp_b, tpot), np.where(rate, sh_b, share)

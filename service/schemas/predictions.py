@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -211,6 +211,19 @@ class Cost(BaseModel):
     price_source: str | None
 
 
+class Launch(BaseModel):
+    """What an operator runs: the command for the engine version, and what must run before it."""
+
+    command: str | None = None
+    container: str | None = None
+    args: list[str] = Field(default_factory=list, description="argv after the executable (for a k8s manifest)")
+    files: dict[str, str] = Field(default_factory=dict)
+    steps: list[dict[str, str]] = Field(default_factory=list, description="what to run first (quantisation)")
+    replicas: dict[str, Any] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+    error: str | None = Field(default=None, description="why no command could be rendered")
+
+
 class PredictionResponse(BaseModel):
     fits: bool
     model: str
@@ -219,4 +232,6 @@ class PredictionResponse(BaseModel):
     cost: Cost
     settings: ResolvedSettings
     confidence: Confidence
+    launch: Launch | None = Field(default=None, description="the command that starts this deployment "
+                                  "(null when it does not fit)")
     notes: list[str]

@@ -1,0 +1,701 @@
+"""The deployment search behind POST /v1/recommendations.
+
+Every allowed GPU x engine x weight dtype x KV dtype x TP x PP x engine settings x replica count is built
+as arrays and scored by the cost model in one pass; feasibility is a mask and ranking a sort. The only
+pruning is exact: a layout whose weights and fixed reserve alone overflow a GPU (at the smallest
+settings of the grid) cannot fit with any settings, so its settings and replicas are never expanded.
+The answer's deployments are then re-predicted one by one through ``Advisor.predict``, so each
+recommendation carries exactly what ``POST /v1/predictions`` says of it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from gpu_catalog.schema import GpuSpec
+from service.advisor import QUANTILES, Advisor, InvalidRequest
+from service.core import search
+from service.core.calibration import calibration_engine
+from service.core.costmodel import MODE_STATIC, MODES, Candidates, Params, serve, static_terms, take_rows
+from service.core.engine_defaults import EngineDefaults, is_current, resolve
+from service.schemas.predictions import Deployment, EngineArgs, Launch, PredictionRequest, PredictionResponse
+from service.schemas.recommendations import (
+    DEFAULT_MAX_GPUS,
+    Closest,
+    Constraints,
+    Explanation,
+    ParetoPoint,
+    Recommendation,
+    RecommendationRequest,
+    RecommendationResponse,
+    Relaxation,
+    SearchStats,
+    Sla,
+    Violation,
+)
+
+F = NDArray[np.float64]
+MS_PER_S = 1e3
+S_PER_HOUR = 3600.0
+TOKENS_PER_MILLION = 1e6
+
+# Scenario presets (the seed's three cases). Latency bounds in ms at the stated percentile.
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "chat": {"sla": {"ttft_ms": 200.0, "tpot_ms": 50.0, "percentile": "p95"},
+             "max_quality_loss": "near-lossless", "objective": "min_cost"},
+    "batch": {"sla": {"percentile": "mean"}, "max_quality_loss": "noticeable", "objective": "min_cost"},
+    "api": {"sla": {"ttft_ms": 1000.0, "tpot_ms": 100.0, "percentile": "p95"},
+            "max_quality_loss": "noticeable", "objective": "min_cost"},
+}
+QUALITY_RANK = {"lossless": 0, "near-lossless": 1, "noticeable": 2}
+
+# The engine-settings grid: each engine's own default for the GPU, plus these (deduplicated).
+# Fewer sequences per step lower TPOT at high load; a smaller token budget shortens each mixed step.
+MAX_NUM_SEQS_GRID = (64, 256)
+MAX_BATCHED_TOKENS_GRID = (4096,)
+# Replica counts tried (each bounded by max_gpus, and by the concurrency: idle replicas only cost).
+REPLICA_GRID = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 192, 256, 384, 512)
+# Tensor and pipeline sizes tried (TP within a node; PP > 1 only when multi_node is allowed).
+TP_GRID = (1, 2, 4, 8, 16, 32, 64, 72)
+PP_GRID_MULTI_NODE = (2, 4, 8)
+SLA_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
+# Load grid for "the largest concurrency / rate that fits" (shares of the requested load).
+LOAD_SHARES = tuple(float(x) for x in np.geomspace(1.0, 1.0 / 512, 28)[1:])
+CLOSEST_SHOWN = 3
+
+
+@dataclass
+class Applied:
+    sla: Sla
+    constraints: Constraints
+    objective: str
+    percentile: str
+    max_quality: str
+
+
+@dataclass
+class Scored:
+    """One search's candidates and what the model says of them."""
+
+    cand: Candidates
+    layout: NDArray[np.int64]               # index into the layout table
+    layouts: list[tuple[str, str, str, str, str, int, int]]   # engine, version, gpu, wd, kv, tp, pp
+    replicas: F
+    seqs: F
+    tokens: F
+    frac: F
+    n_gpus: F
+    usd_h: F
+    fits: NDArray[np.bool_]
+    ttft_ms: F
+    tpot_ms: F
+    e2e_ms: F
+    out_tok_s: F
+    usd_per_m: F
+    overloaded: NDArray[np.bool_]
+    generated: int
+    scored: int                             # candidates whose memory and latency floors were computed
+    solved: int                             # ... and whose serving steady state was solved (floors within SLA)
+    feasible_total: int = -1                # candidates meeting every constraint (-1: count the mask)
+
+
+def apply_scenario(req: RecommendationRequest) -> Applied:
+    preset = SCENARIOS.get(req.scenario or "", {})
+    sla_given = req.sla.model_dump(exclude_none=True)
+    sla = Sla(**{**preset.get("sla", {}), **sla_given})
+    percentile = sla.percentile or ("p95" if req.scenario else "mean")
+    sla = sla.model_copy(update={"percentile": percentile})
+    cons = req.constraints
+    max_quality = cons.max_quality_loss or preset.get("max_quality_loss") or "noticeable"
+    cons = cons.model_copy(update={"max_quality_loss": max_quality,
+                                   "max_gpus": cons.max_gpus or DEFAULT_MAX_GPUS})
+    return Applied(sla=sla, constraints=cons, objective=req.objective or preset.get("objective") or "min_cost",
+                   percentile=percentile, max_quality=max_quality)
+
+
+class Recommender:
+    def __init__(self, advisor: Advisor) -> None:
+        self.advisor = advisor
+        self._defaults: dict[tuple[str, str, str], EngineDefaults] = {}
+
+    # --- validation --------------------------------------------------------------------------------
+
+    def _check_list(self, values: list[str] | None, known: dict[str, Any], field: str) -> list[str]:
+        if values is None:
+            return list(known)
+        for i, v in enumerate(values):
+            if v not in known:
+                raise InvalidRequest(["constraints", field, i], f"unknown id '{v}'; valid: {', '.join(sorted(known))}",
+                                     title="Unknown id", valid=sorted(known))
+        return list(dict.fromkeys(values))
+
+    def defaults(self, engine: str, version: str, gpu: GpuSpec) -> EngineDefaults:
+        key = (engine, version, gpu.id)
+        if key not in self._defaults:
+            self._defaults[key] = resolve(engine, version, gpu, self.advisor.constants)
+        return self._defaults[key]
+
+    # --- the grid ----------------------------------------------------------------------------------
+
+    def search(self, req: RecommendationRequest, ap: Applied, full: bool = False) -> Scored:
+        adv = self.advisor
+        model = adv.model_for(req.model, req.model_spec)
+        tables, m_idx = adv.tables_for(model)
+        wl = req.workload
+        if wl.context_tokens > model.max_position_embeddings:
+            raise InvalidRequest(["workload", "max_context_tokens"],
+                                 f"{wl.context_tokens} tokens exceed the {model.max_position_embeddings}-token "
+                                 f"context window of {model.id}")
+        cons = ap.constraints
+        gpus = self._check_list(cons.gpus, adv.gpus, "gpus")
+        wds = self._check_list(cons.weight_dtypes, adv.weight_dtypes, "weight_dtypes")
+        kvs = self._check_list(cons.kv_dtypes, adv.kv_dtypes, "kv_dtypes") if cons.kv_dtypes else ["auto", "fp8"]
+        engines = list(dict.fromkeys(cons.engines or ["vllm", "trtllm"]))
+        versions = {}
+        for e in engines:
+            spec = adv.engines[e]
+            v = (cons.engine_versions or {}).get(e) or spec.default_version
+            if v not in spec.versions:
+                raise InvalidRequest(["constraints", "engine_versions", e], f"unknown {e} version '{v}'",
+                                     valid=spec.versions)
+            versions[e] = v
+        max_q = QUALITY_RANK[ap.max_quality]
+        wds = [w for w in wds if QUALITY_RANK[adv.weight_dtypes[w].quality] <= max_q]
+        kvs = [k for k in kvs if QUALITY_RANK[adv.kv_dtypes[k].quality] <= max_q]
+        max_gpus = int(cons.max_gpus or DEFAULT_MAX_GPUS)
+        heads, kv_heads = model.num_attention_heads, model.num_kv_heads
+
+        layouts: list[tuple[str, str, str, str, str, int, int]] = []
+        lay_settings: list[tuple[float, float, float, int]] = []   # default seqs, tokens, fraction, budget
+        for e in engines:
+            for g in gpus:
+                gpu = adv.gpus[g]
+                if gpu.vendor not in adv.engines[e].vendors:
+                    continue
+                d = self.defaults(e, versions[e], gpu)
+                arch = gpu.architecture
+                ok_w = [w for w in wds if (e, "weight", w, arch) in adv.support]
+                ok_k = [k for k in kvs if (e, "kv", k, arch) in adv.support]
+                per_node = gpu.max_gpus_per_node
+                tps = [t for t in TP_GRID if t <= min(per_node, max_gpus) and heads % t == 0
+                       and (t <= kv_heads or t % kv_heads == 0)]
+                pairs = [(t, 1) for t in tps]
+                if cons.multi_node and tps:
+                    top = tps[-1]
+                    pairs += [(top, p) for p in PP_GRID_MULTI_NODE if top * p <= max_gpus and p <= model.num_layers]
+                for w in ok_w:
+                    for k in ok_k:
+                        for t, p in pairs:
+                            layouts.append((e, versions[e], g, w, k, t, p))
+                            lay_settings.append((float(d.max_num_seqs), float(d.max_num_batched_tokens),
+                                                 d.mem_fraction, d.budget))
+        if not layouts:
+            return self._empty(layouts)
+        idx = adv.index
+        L = len(layouts)
+        lay = np.asarray([(idx["gpu"][g], idx["wdtype"][w], idx["kvdtype"][k], t, p)
+                          for _, _, g, w, k, t, p in layouts], dtype=np.int64)
+        dset = np.asarray(lay_settings, dtype=np.float64)
+        mode = MODES[wl.mode]
+        load = {"concurrency": float(wl.concurrency or 0), "request_rate": float(wl.request_rate or 0.0),
+                "offline": float(wl.num_requests or 0)}[wl.mode]
+        ctx = float(wl.context_tokens)
+
+        def cands(li: NDArray[np.int64], seqs: F, toks: F, reps: F, loads: F) -> Candidates:
+            n = len(li)
+            return Candidates(
+                model=np.full(n, m_idx, dtype=np.int64), gpu=lay[li, 0], wdtype=lay[li, 1], kvdtype=lay[li, 2],
+                budget=dset[li, 3].astype(np.int64), tp=lay[li, 3].astype(np.float64),
+                pp=lay[li, 4].astype(np.float64), ep=np.ones(n), replicas=reps, max_num_seqs=seqs,
+                max_batched_tok=toks, mem_fraction=dset[li, 2], input_tok=np.full(n, float(wl.input_tokens)),
+                output_tok=np.full(n, float(wl.output_tokens)), mode=np.full(n, mode, dtype=np.int64),
+                load=loads, context_tok=np.full(n, ctx))
+
+        # settings grid per layout: the engine default and the grid values
+        seq_opts = [dset[:, 0]] + [np.full(L, float(v)) for v in MAX_NUM_SEQS_GRID]
+        tok_opts = [dset[:, 1]] + [np.full(L, float(v)) for v in MAX_BATCHED_TOKENS_GRID]
+        # exact prune: at the smallest settings of the grid a layout that does not fit never fits
+        li_all = np.arange(L)
+        s_min = np.minimum.reduce(seq_opts)
+        t_min = np.minimum.reduce(tok_opts)
+        fits_min = static_terms(tables, cands(li_all, s_min, t_min, np.ones(L), np.full(L, load))).fits
+        per_layout_gpus = lay[:, 3] * lay[:, 4]
+        reps_grid = np.asarray(REPLICA_GRID, dtype=np.float64)
+        rep_ok = reps_grid[None, :] * per_layout_gpus[:, None] <= max_gpus
+        if wl.mode == "concurrency":
+            rep_ok &= reps_grid[None, :] <= max(load, 1.0)
+        n_settings = len(seq_opts) * len(tok_opts)
+        generated = int(rep_ok.sum()) * n_settings
+
+        keep = np.flatnonzero(fits_min)
+        li_parts, s_parts, t_parts = [], [], []
+        for so in seq_opts:
+            for to in tok_opts:
+                li_parts.append(keep)
+                s_parts.append(so[keep])
+                t_parts.append(to[keep])
+        li_s = np.concatenate(li_parts) if li_parts else np.zeros(0, dtype=np.int64)
+        seqs_s = np.concatenate(s_parts)
+        toks_s = np.concatenate(t_parts)
+        # drop duplicate settings (a default equal to a grid value)
+        key = np.stack([li_s.astype(np.float64), seqs_s, toks_s], axis=1)
+        _, uniq = np.unique(key, axis=0, return_index=True)
+        uniq = np.sort(uniq)
+        li_s, seqs_s, toks_s = li_s[uniq], seqs_s[uniq], toks_s[uniq]
+        m = len(li_s)
+        lay_params = self._layout_params(layouts)
+        options = rep_ok[li_s].sum(axis=1)          # replica options of each unit: a prefix of the grid
+        price = np.asarray([adv.gpus[layouts[i][2]].price_usd_per_gpu_hour or np.nan for i in range(L)])
+        osl_1 = wl.output_tokens - 1
+        q = QUANTILES.get(ap.percentile)
+        floors: dict[str, int] = {}
+
+        def score(u: NDArray[np.int64], reps: F, skip_by_floor: bool) -> Scored:
+            """The units ``u`` at ``reps`` replicas each, through the cost model."""
+            li_c, seqs_c, toks_c = li_s[u], seqs_s[u], toks_s[u]
+            n = len(li_c)
+            c = cands(li_c, seqs_c, toks_c, reps, np.full(n, load))
+            params = Params.from_matrix(lay_params[li_c])
+            st = static_terms(tables, c)
+            # Exact latency floors (one request alone: TTFT >= front end + its prefill, at any percentile;
+            # TPOT >= one decode step of one sequence, since steps only grow with the batch). A candidate
+            # whose floor already breaks a bound is infeasible at any load: its serving solve is skipped.
+            alone = serve(replace(st, mode=np.full(n, MODE_STATIC, dtype=np.int64), load=np.ones(n)), params)
+            ttft_lb = params.ttft_fixed_s + alone.prefill_s
+            tpot_lb = alone.tpot_s
+            solve = alone.fits.copy()
+            if skip_by_floor:
+                for limit_ms, floor_s in ((ap.sla.ttft_ms, ttft_lb), (ap.sla.tpot_ms, tpot_lb),
+                                          (ap.sla.e2e_ms, ttft_lb + osl_1 * tpot_lb)):
+                    if limit_ms is not None:
+                        solve &= floor_s * MS_PER_S <= limit_ms
+            ttft, tpot, out_tok_s = ttft_lb.copy(), tpot_lb.copy(), np.zeros(n)
+            overloaded = np.zeros(n, dtype=bool)
+            sel = np.flatnonzero(solve)
+            if len(sel):
+                p_sel = Params(*(np.asarray(getattr(params, f))[sel] for f in Params.__dataclass_fields__))
+                res = serve(take_rows(st, sel), p_sel)
+                t_sel = res.ttft_s
+                if q is not None:
+                    wait = np.maximum(t_sel - p_sel.ttft_fixed_s - res.prefill_s, 0.0)
+                    t_sel = t_sel - wait + wait * math.log(1.0 / (1.0 - q))
+                ttft[sel], tpot[sel], out_tok_s[sel] = t_sel, res.tpot_s, res.output_tok_s
+                overloaded[sel] = res.overloaded
+            n_gpus = per_layout_gpus[li_c] * reps
+            usd_h = price[li_c] * n_gpus
+            with np.errstate(divide="ignore", invalid="ignore"):
+                usd_m = usd_h / (out_tok_s * S_PER_HOUR) * TOKENS_PER_MILLION
+            floors["scored"] = floors.get("scored", 0) + n
+            floors["solved"] = floors.get("solved", 0) + len(sel)
+            return Scored(
+                cand=c, layout=li_c, layouts=layouts, replicas=reps, seqs=seqs_c, tokens=toks_c,
+                frac=dset[li_c, 2], n_gpus=n_gpus.astype(np.float64), usd_h=usd_h, fits=alone.fits,
+                ttft_ms=ttft * MS_PER_S, tpot_ms=tpot * MS_PER_S, e2e_ms=(ttft + osl_1 * tpot) * MS_PER_S,
+                out_tok_s=out_tok_s, usd_per_m=usd_m, overloaded=overloaded, generated=generated, scored=n,
+                solved=len(sel))
+
+        if full:
+            u_all = np.repeat(np.arange(m), options)
+            reps_all = np.broadcast_to(reps_grid, (m, len(reps_grid)))[rep_ok[li_s]]
+            out = score(u_all, reps_all.astype(np.float64), skip_by_floor=False)
+            out.feasible_total = -1
+            return out
+
+        # Replicas split the load, so every latency only falls and the throughput only rises as they are
+        # added (the cost model's monotonicity in load, a tested property): the replica counts of a unit
+        # that meet the SLA are a suffix of its options, those within the budget a prefix. A binary search
+        # per unit (all units at once, ~5 rounds) finds where the suffix starts: every candidate's verdict
+        # is known exactly while only a few per unit are scored.
+        lo = np.zeros(m, dtype=np.int64)
+        hi = options.astype(np.int64).copy()
+        while True:
+            act = np.flatnonzero(lo < hi)
+            if not len(act):
+                break
+            mid = (lo[act] + hi[act]) // 2
+            trial = score(act, reps_grid[mid], skip_by_floor=True)
+            ok = self.latency_ok(trial, ap)
+            hi[act] = np.where(ok, mid, hi[act])
+            lo[act] = np.where(ok, lo[act], mid + 1)
+        first_ok = lo
+        unit_price = price[li_s] * per_layout_gpus[li_s]
+        budget = cons.max_usd_per_hour
+        within = (options if budget is None else
+                  np.minimum(options, np.searchsorted(reps_grid, budget / np.where(unit_price > 0, unit_price, np.nan),
+                                                      side="right")))
+        within = np.where(np.isnan(unit_price) & (budget is not None), 0, within)
+        n_feasible = int(np.maximum(within - first_ok, 0).sum())
+        has = np.flatnonzero(first_ok < options)
+        # what the answer ranks: each unit at its fewest replicas that meet the SLA (cheapest), and at its
+        # most within the budget and max_gpus (fastest, highest throughput)
+        last = np.maximum(np.minimum(within, options) - 1, first_ok)
+        u_fin = np.concatenate([has, has[last[has] > first_ok[has]]])
+        j_fin = np.concatenate([first_ok[has], last[has][last[has] > first_ok[has]]])
+        out = score(u_fin, reps_grid[j_fin], skip_by_floor=True)
+        out.generated, out.feasible_total = generated, n_feasible
+        out.scored, out.solved = int(floors["scored"]), int(floors["solved"])
+        return out
+
+    @staticmethod
+    def latency_ok(s: Scored, ap: Applied) -> NDArray[np.bool_]:
+        """Meets every bound that more replicas can only help: memory, capacity, the SLA (not the budget)."""
+        bad = np.zeros(len(s.fits), dtype=bool)
+        for name, v in Recommender.violations(s, ap).items():
+            if name != "max_usd_per_hour":
+                bad |= v
+        return ~bad
+
+    def _empty(self, layouts: list[Any]) -> Scored:
+        z, b, i = np.zeros(0), np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
+        empty = Candidates(model=i, gpu=i, wdtype=i, kvdtype=i, budget=i, tp=z, pp=z, ep=z, replicas=z,
+                           max_num_seqs=z, max_batched_tok=z, mem_fraction=z, input_tok=z, output_tok=z, mode=i,
+                           load=z, context_tok=z)
+        return Scored(cand=empty, layout=i, layouts=layouts, replicas=z, seqs=z, tokens=z, frac=z, n_gpus=z,
+                      usd_h=z, fits=b, ttft_ms=z, tpot_ms=z, e2e_ms=z, out_tok_s=z, usd_per_m=z, overloaded=b,
+                      generated=0, scored=0, solved=0)
+
+    def _layout_params(self, layouts: list[tuple[str, str, str, str, str, int, int]]) -> F:
+        """Fitted parameters of each layout (rows in PARAM_NAMES order): one lookup per distinct segment key."""
+        adv = self.advisor
+        rows: dict[tuple[str, str, str, str], int] = {}
+        keys: list[tuple[str, str, str, str]] = []
+        current: list[bool] = []
+        of_layout = np.empty(len(layouts), dtype=np.int64)
+        for i, (e, v, g, w, *_) in enumerate(layouts):
+            key = (e, v, g, w)
+            if key not in rows:
+                rows[key] = len(keys)
+                keys.append((calibration_engine(e, adv.gpus[g].vendor), adv.gpus[g].architecture, g, w))
+                current.append(is_current(e, v, adv.constants))
+            of_layout[i] = rows[key]
+        per_key = adv.params_for(keys, current)
+        mat = np.stack([np.asarray(getattr(per_key, n)) for n in Params.__dataclass_fields__], axis=1)
+        return np.asarray(mat[of_layout], dtype=np.float64)
+
+    # --- constraints and ranking -------------------------------------------------------------------
+
+    @staticmethod
+    def violations(s: Scored, ap: Applied) -> dict[str, NDArray[np.bool_]]:
+        """Per constraint, which candidates fail it."""
+        sla = ap.sla
+        out: dict[str, NDArray[np.bool_]] = {"memory": ~s.fits, "capacity": s.overloaded & s.fits}
+        for name in SLA_METRICS:
+            limit = getattr(sla, name)
+            if limit is not None:
+                out[name] = s.fits & (getattr(s, name) > limit)
+        if sla.min_output_tok_s is not None:
+            out["min_output_tok_s"] = s.fits & (s.out_tok_s < sla.min_output_tok_s)
+        if ap.constraints.max_usd_per_hour is not None:
+            out["max_usd_per_hour"] = ~(s.usd_h <= ap.constraints.max_usd_per_hour)
+        return out
+
+    @staticmethod
+    def order(s: Scored, idx: NDArray[np.int64], objective: str, offline: bool) -> NDArray[np.int64]:
+        usd_h, usd_m, e2e, thr = s.usd_h[idx], s.usd_per_m[idx], s.e2e_ms[idx], s.out_tok_s[idx]
+        if objective == "min_cost":
+            o = search.rank_order(usd_m, usd_h, e2e) if offline else search.rank_order(usd_h, usd_m, e2e)
+        elif objective == "max_throughput":
+            o = search.rank_order(-thr, usd_h, e2e)
+        elif objective == "min_latency":
+            o = search.rank_order(e2e, s.ttft_ms[idx], usd_h)
+        else:   # balanced: cost per token and latency, each relative to the best feasible value
+            with np.errstate(divide="ignore", invalid="ignore"):
+                score = np.log(usd_m / np.nanmin(usd_m)) + np.log(e2e / np.nanmin(e2e)) if len(idx) else usd_m
+            o = search.rank_order(score, usd_h, e2e)
+        return idx[o]
+
+    # --- the answer ----------------------------------------------------------------------------------
+
+    def recommend(self, req: RecommendationRequest) -> RecommendationResponse:
+        t0 = time.perf_counter()
+        adv = self.advisor
+        model = adv.model_for(req.model, req.model_spec)
+        ap = apply_scenario(req)
+        s = self.search(req, ap)
+        viol = self.violations(s, ap)
+        bad = np.zeros(len(s.fits), dtype=bool)
+        for v in viol.values():
+            bad |= v
+        feasible = np.flatnonzero(~bad)
+        offline = req.workload.mode == "offline"
+        ranked = self.order(s, feasible, ap.objective, offline)
+        # one per layout, best first; a layout the engine cannot be launched with as asked (no checkpoint
+        # or quantisation recipe for its dtype) is passed over, and the answer says so
+        recs: list[Recommendation] = []
+        chosen: list[int] = []
+        skipped: dict[str, str] = {}
+        for i in search.first_per_group(ranked, s.layout):
+            if len(recs) == req.top_k:
+                break
+            rec = self._recommendation(req, ap, s, int(i), len(recs) + 1)
+            if rec.launch.error:
+                skipped.setdefault(f"{rec.deployment.engine} {rec.deployment.weight_dtype}", rec.launch.error)
+                continue
+            recs.append(rec)
+            chosen.append(int(i))
+        top = np.asarray(chosen, dtype=np.int64)
+        pareto = self._pareto(s, ranked, top)
+        explanation = None
+        if not len(feasible):
+            # the search scored only what it needed for a verdict: score every candidate for the account
+            s = self.search(req, ap, full=True)
+            explanation = self._explain(req, ap, s, self.violations(s, ap))
+        elapsed_ms = (time.perf_counter() - t0) * MS_PER_S
+        stats = SearchStats(candidates=s.generated, scored=s.scored, solved=s.solved,
+                            feasible=len(feasible) if s.feasible_total < 0 else s.feasible_total,
+                            elapsed_ms=round(elapsed_ms, 2))
+        return RecommendationResponse(
+            id="", feasible=bool(len(feasible)), model=model.id, recommendations=recs, pareto=pareto, search=stats,
+            applied={"sla": ap.sla.model_dump(), "constraints": ap.constraints.model_dump(),
+                     "objective": ap.objective, "scenario": req.scenario},
+            percentile_method=(
+                "mean: the analytic steady state" if ap.percentile == "mean" else
+                f"{ap.percentile}: analytic; TTFT puts an exponential tail on the queueing part of the mean TTFT, "
+                "TPOT uses the mean (each request's TPOT averages many steps); not yet simulated"),
+            explanation=explanation, calibration_version=adv.cal.version,
+            notes=[f"passed over {k}: {v}" for k, v in skipped.items()])
+
+    def deployment(self, s: Scored, i: int) -> Deployment:
+        e, v, g, w, k, tp, pp = s.layouts[int(s.layout[i])]
+        reps = int(s.replicas[i])
+        frac = float(s.frac[i])
+        args = EngineArgs(max_num_seqs=int(s.seqs[i]), max_num_batched_tokens=int(s.tokens[i]),
+                          max_model_len=int(s.cand.context_tok[i]),
+                          **({"gpu_memory_utilization": frac} if e == "vllm"
+                             else {"kv_cache_free_gpu_memory_fraction": frac}))
+        return Deployment(gpu=g, gpu_count=tp * pp * reps, tp=tp, pp=pp, replicas=reps, weight_dtype=w, kv_dtype=k,
+                          engine=e, engine_version=v, engine_args=args, multi_node=pp > 1)
+
+    def _recommendation(self, req: RecommendationRequest, ap: Applied, s: Scored, i: int,
+                        rank: int) -> Recommendation:
+        adv = self.advisor
+        dep = self.deployment(s, i)
+        pred = adv.predict(PredictionRequest(model=req.model, model_spec=req.model_spec, deployment=dep,
+                                             workload=req.workload))
+        assert pred.predicted is not None
+        p = pred.predicted
+        pct = ap.percentile
+        values = {"ttft_ms": p.ttft_ms if pct == "mean" else getattr(p, f"ttft_{pct}_ms"),
+                  "tpot_ms": p.tpot_ms if pct == "mean" else getattr(p, f"tpot_{pct}_ms"),
+                  "e2e_ms": p.e2e_ms if pct == "mean" else p.e2e_ms - p.ttft_ms + getattr(p, f"ttft_{pct}_ms")}
+        headroom: dict[str, float] = {}
+        for name in SLA_METRICS:
+            limit = getattr(ap.sla, name)
+            if limit is not None:
+                headroom[name] = round(1.0 - values[name] / limit, 4)
+        if ap.sla.min_output_tok_s is not None:
+            headroom["min_output_tok_s"] = round(p.output_tok_s / ap.sla.min_output_tok_s - 1.0, 4)
+        binding = min(headroom, key=lambda n: headroom[n]) if headroom else None
+        wd, kv = adv.weight_dtypes[dep.weight_dtype], adv.kv_dtypes[dep.kv_dtype]
+        quality = f"weights {wd.id}: {wd.quality} ({wd.quality_note}); KV cache {kv.id}: {kv.quality}"
+        return Recommendation(
+            rank=rank, deployment=dep, predicted=p, memory_per_gpu_gb=pred.memory_per_gpu_gb, cost=pred.cost,
+            binding_constraint=binding, headroom=headroom, quality=quality, confidence=pred.confidence,
+            launch=pred.launch or Launch(error="no launch: the deployment does not fit"),
+            why=self._why(ap, dep, pred, binding, headroom, rank, req))
+
+    @staticmethod
+    def _why(ap: Applied, dep: Deployment, pred: PredictionResponse, binding: str | None, headroom: dict[str, float],
+             rank: int, req: RecommendationRequest) -> str:
+        p = pred.predicted
+        assert p is not None
+        layout = (f"{dep.replicas} x " if dep.replicas > 1 else "") + (
+            f"TP{dep.tp} " if dep.tp > 1 else "") + f"{dep.gpu} {dep.weight_dtype} on {dep.engine}"
+        cost = pred.cost
+        money = (f"${cost.usd_per_hour:.2f}/h, ${cost.usd_per_million_output_tokens:.3f} per million output tokens"
+                 if cost.usd_per_hour and cost.usd_per_million_output_tokens else "no public price")
+        goal = {"min_cost": "cheapest", "max_throughput": "highest-throughput", "min_latency": "fastest",
+                "balanced": "best cost-latency balance"}[ap.objective]
+        lead = f"{'The ' + goal if rank == 1 else 'Rank ' + str(rank) + ' by ' + ap.objective}: {layout} ({money})"
+        if binding:
+            return (f"{lead}; {p.output_tok_s:.0f} output tok/s; tightest bound {binding} with "
+                    f"{headroom[binding] * 100:.0f}% headroom.")
+        return f"{lead}; {p.output_tok_s:.0f} output tok/s; no latency bound applies."
+
+    def _pareto(self, s: Scored, ranked: NDArray[np.int64], top: NDArray[np.int64]) -> list[ParetoPoint]:
+        if not len(ranked):
+            return []
+        reps = search.first_per_group(ranked, s.layout)
+        axes = np.stack([np.nan_to_num(s.usd_h[reps], nan=np.inf), s.ttft_ms[reps], s.tpot_ms[reps],
+                         -s.out_tok_s[reps]], axis=1)
+        front = reps[search.pareto_front(axes)]
+        rank_of = {int(i): r + 1 for r, i in enumerate(top)}
+        pts = []
+        for i in front[np.argsort(np.nan_to_num(s.usd_h[front], nan=np.inf), kind="stable")]:
+            d = self.deployment(s, int(i))
+            pts.append(ParetoPoint(
+                usd_per_hour=None if math.isnan(s.usd_h[i]) else round(float(s.usd_h[i]), 4),
+                ttft_ms=round(float(s.ttft_ms[i]), 2), tpot_ms=round(float(s.tpot_ms[i]), 3),
+                output_tok_s=round(float(s.out_tok_s[i]), 1),
+                deployment=f"{d.replicas} x TP{d.tp} PP{d.pp} {d.gpu} {d.weight_dtype}/{d.kv_dtype} {d.engine}",
+                rank=rank_of.get(int(i))))
+        return pts
+
+    # --- when nothing fits ---------------------------------------------------------------------------
+
+    def _explain(self, req: RecommendationRequest, ap: Applied, s: Scored,
+                 viol: dict[str, NDArray[np.bool_]]) -> Explanation:
+        pruned = s.generated - s.scored
+        counts = {k: int(v.sum()) + (pruned if k == "memory" else 0) for k, v in viol.items()}
+        main = max(counts, key=lambda k: counts[k]) if counts else "none"
+        relax: list[Relaxation] = []
+        closest: list[Closest] = []
+        if s.scored:
+            closest = self._closest(s, ap, viol)
+            relax += self._relax_bounds(s, ap, viol)
+            relax += self._relax_load(req, ap)
+        relax += self._relax_constraints(req, ap)
+        if not s.generated:
+            summary = ("no allowed deployment: no GPU in the list runs an allowed engine with an allowed dtype "
+                       f"(max quality loss {ap.max_quality})")
+        elif not s.fits.any():
+            summary = (f"no allowed deployment holds {req.model or 'the model'} in memory with a "
+                       f"{req.workload.context_tokens}-token sequence: the weights and reserve alone overflow "
+                       f"every allowed GPU at up to {ap.constraints.max_gpus} GPUs")
+        else:
+            summary = (f"{int(s.fits.sum())} of {s.generated} candidates fit in memory but none meets every "
+                       f"constraint; {main} rules out the most ({counts[main]})")
+        return Explanation(summary=summary, ruled_out_by=counts, main_obstacle=main, closest=closest,
+                           relaxations=relax)
+
+    def _closest(self, s: Scored, ap: Applied, viol: dict[str, NDArray[np.bool_]]) -> list[Closest]:
+        limits = {n: getattr(ap.sla, n) for n in SLA_METRICS if getattr(ap.sla, n) is not None}
+        worst = np.zeros(len(s.fits))
+        for n, lim in limits.items():
+            worst = np.maximum(worst, getattr(s, n) / lim - 1.0)
+        if ap.sla.min_output_tok_s:
+            worst = np.maximum(worst, ap.sla.min_output_tok_s / np.maximum(s.out_tok_s, 1e-9) - 1.0)
+        if ap.constraints.max_usd_per_hour:
+            worst = np.maximum(worst, np.nan_to_num(s.usd_h, nan=np.inf) / ap.constraints.max_usd_per_hour - 1.0)
+        worst = np.where(s.fits & ~s.overloaded, worst, np.inf)
+        order = search.first_per_group(np.argsort(worst, kind="stable").astype(np.int64), s.layout)
+        out = []
+        for i in order[:CLOSEST_SHOWN]:
+            if not np.isfinite(worst[i]):
+                break
+            vs = []
+            for n, lim in limits.items():
+                val = float(getattr(s, n)[i])
+                if val > lim:
+                    vs.append(Violation(constraint=n, limit=lim, predicted=round(val, 2),
+                                        over_by_pct=round((val / lim - 1) * 100, 1)))
+            if ap.sla.min_output_tok_s and s.out_tok_s[i] < ap.sla.min_output_tok_s:
+                vs.append(Violation(constraint="min_output_tok_s", limit=ap.sla.min_output_tok_s,
+                                    predicted=round(float(s.out_tok_s[i]), 1),
+                                    over_by_pct=round((ap.sla.min_output_tok_s / s.out_tok_s[i] - 1) * 100, 1)))
+            if viol.get("max_usd_per_hour") is not None and viol["max_usd_per_hour"][i]:
+                usd = None if math.isnan(s.usd_h[i]) else round(float(s.usd_h[i]), 4)
+                vs.append(Violation(constraint="max_usd_per_hour", limit=ap.constraints.max_usd_per_hour,
+                                    predicted=usd, over_by_pct=None if usd is None else
+                                    round((usd / float(ap.constraints.max_usd_per_hour or usd) - 1) * 100, 1)))
+            out.append(Closest(deployment=self.deployment(s, int(i)), violations=vs,
+                               predicted={"ttft_ms": round(float(s.ttft_ms[i]), 2),
+                                          "tpot_ms": round(float(s.tpot_ms[i]), 3),
+                                          "output_tok_s": round(float(s.out_tok_s[i]), 1),
+                                          "usd_per_hour": None if math.isnan(s.usd_h[i]) else
+                                          round(float(s.usd_h[i]), 4)}))
+        return out
+
+    def _relax_bounds(self, s: Scored, ap: Applied, viol: dict[str, NDArray[np.bool_]]) -> list[Relaxation]:
+        """For each violated bound: the best value any candidate reaches while meeting every other one."""
+        out = []
+        for name in [*SLA_METRICS, "min_output_tok_s", "max_usd_per_hour"]:
+            if name not in viol or not viol[name].any():
+                continue
+            others = np.zeros(len(s.fits), dtype=bool)
+            for k, v in viol.items():
+                if k != name:
+                    others |= v
+            ok = np.flatnonzero(~others)
+            if not len(ok):
+                continue
+            if name == "min_output_tok_s":
+                j = ok[np.argmax(s.out_tok_s[ok])]
+                val = float(s.out_tok_s[j])
+                detail = f"at most {val:.0f} output tok/s is reachable within the other bounds"
+            else:
+                metric = s.usd_h if name == "max_usd_per_hour" else getattr(s, name)
+                vals = np.nan_to_num(metric[ok], nan=np.inf)
+                j = ok[np.argmin(vals)]
+                val = float(metric[j])
+                if not np.isfinite(val):
+                    continue
+                detail = f"the smallest {name} that an allowed deployment meets with every other bound"
+            d = self.deployment(s, int(j))
+            out.append(Relaxation(kind=name, value=round(val, 2),
+                                  detail=f"{detail}: {d.replicas} x TP{d.tp} {d.gpu} {d.weight_dtype} {d.engine}"))
+        return out
+
+    def _relax_load(self, req: RecommendationRequest, ap: Applied) -> list[Relaxation]:
+        """The largest share of the requested load that some allowed deployment serves within every bound."""
+        wl = req.workload
+        if wl.mode == "offline":
+            return []
+        field = "concurrency" if wl.mode == "concurrency" else "request_rate"
+        full = float(wl.concurrency if wl.concurrency is not None else wl.request_rate or 0.0)
+        tried: set[float] = set()
+        for share in LOAD_SHARES:
+            value: float = max(1, int(full * share)) if field == "concurrency" else full * share
+            if value in tried or value >= full:
+                continue
+            tried.add(value)
+            sub = req.model_copy(update={"workload": wl.model_copy(update={field: value})})
+            s = self.search(sub, ap)
+            viol = self.violations(s, ap)
+            bad = np.zeros(len(s.fits), dtype=bool)
+            for v in viol.values():
+                bad |= v
+            ok = np.flatnonzero(~bad)
+            if len(ok):
+                best = self.order(s, ok, ap.objective, False)[0]
+                d = self.deployment(s, int(best))
+                return [Relaxation(kind=field, value=value,
+                                   detail=f"the largest {field} tried (from {full:g}, on a geometric grid) that an "
+                                   f"allowed deployment serves within the bounds: {d.replicas} x TP{d.tp} {d.gpu} "
+                                   f"{d.weight_dtype} {d.engine}")]
+            if field == "concurrency" and value <= 1:
+                break
+        return [Relaxation(kind=field, value=None, detail=f"even the smallest {field} tried misses the bounds")]
+
+    def _relax_constraints(self, req: RecommendationRequest, ap: Applied) -> list[Relaxation]:
+        """What more quantisation, more GPUs or other GPUs would buy (each relaxed alone)."""
+        out = []
+        cons = ap.constraints
+        trials: list[tuple[str, dict[str, Any], str]] = []
+        if ap.max_quality != "noticeable" or cons.weight_dtypes is not None:
+            trials.append(("weight_dtypes", {"max_quality_loss": "noticeable", "weight_dtypes": None},
+                           "allow every quantisation (quality may suffer: see the dtype's note)"))
+        if (cons.max_gpus or DEFAULT_MAX_GPUS) < DEFAULT_MAX_GPUS:
+            trials.append(("max_gpus", {"max_gpus": DEFAULT_MAX_GPUS}, f"allow up to {DEFAULT_MAX_GPUS} GPUs"))
+        if cons.gpus is not None:
+            trials.append(("gpus", {"gpus": None}, "allow every GPU in the catalog"))
+        if cons.max_usd_per_hour is not None:
+            trials.append(("max_usd_per_hour", {"max_usd_per_hour": None}, "drop the hourly budget"))
+        for kind, change, what in trials:
+            ap2 = Applied(sla=ap.sla, constraints=cons.model_copy(update=change), objective="min_cost",
+                          percentile=ap.percentile, max_quality=change.get("max_quality_loss", ap.max_quality))
+            s = self.search(req, ap2)
+            viol = self.violations(s, ap2)
+            bad = np.zeros(len(s.fits), dtype=bool)
+            for v in viol.values():
+                bad |= v
+            ok = np.flatnonzero(~bad)
+            if not len(ok):
+                out.append(Relaxation(kind=kind, value=None, detail=f"{what}: still nothing meets the bounds"))
+                continue
+            best = int(self.order(s, ok, "min_cost", req.workload.mode == "offline")[0])
+            d = self.deployment(s, best)
+            value: Any = {"weight_dtypes": d.weight_dtype, "max_gpus": d.gpu_count, "gpus": d.gpu,
+                          "max_usd_per_hour": None if math.isnan(s.usd_h[best]) else round(float(s.usd_h[best]), 2)
+                          }[kind]
+            price = "" if math.isnan(s.usd_h[best]) else f" at ${s.usd_h[best]:.2f}/h"
+            out.append(Relaxation(kind=kind, value=value,
+                                  detail=f"{what}: the cheapest that works is {d.replicas} x TP{d.tp} {d.gpu} "
+                                  f"{d.weight_dtype}/{d.kv_dtype} on {d.engine}{price}"))
+        return out
