@@ -103,6 +103,7 @@ class Scored:
     scored: int                             # candidates whose memory and latency floors were computed
     solved: int                             # ... and whose serving steady state was solved (floors within SLA)
     feasible_total: int = -1                # candidates meeting every constraint (-1: count the mask)
+    pruned: int = 0                         # (scope "ends") items whose layout cannot hold the weights
 
 
 def apply_scenario(req: RecommendationRequest) -> Applied:
@@ -143,7 +144,10 @@ class Recommender:
 
     # --- the grid ----------------------------------------------------------------------------------
 
-    def search(self, req: RecommendationRequest, ap: Applied, full: bool = False) -> Scored:
+    def search(self, req: RecommendationRequest, ap: Applied, scope: str = "search") -> Scored:
+        """``scope``: ``search`` decides every candidate and scores what it needs (the answer);
+        ``ends`` scores each layout and setting at its fewest and most replicas with every solve done (the
+        account of an infeasible search); ``all`` scores every candidate (tests check ``search`` by it)."""
         adv = self.advisor
         model = adv.model_for(req.model, req.model_spec)
         tables, m_idx = adv.tables_for(model)
@@ -300,11 +304,22 @@ class Recommender:
                 out_tok_s=out_tok_s, usd_per_m=usd_m, overloaded=overloaded, generated=generated, scored=n,
                 solved=len(sel))
 
-        if full:
+        if scope == "all":
             u_all = np.repeat(np.arange(m), options)
             reps_all = np.broadcast_to(reps_grid, (m, len(reps_grid)))[rep_ok[li_s]]
             out = score(u_all, reps_all.astype(np.float64), skip_by_floor=False)
             out.feasible_total = -1
+            return out
+        if scope == "ends":
+            # each unit at its fewest and at its most replicas (its cheapest and its fastest)
+            ends = np.flatnonzero(options > 1)
+            u_all = np.concatenate([np.arange(m), ends])
+            j_all = np.concatenate([np.zeros(m, dtype=np.int64), options[ends] - 1])
+            out = score(u_all, reps_grid[j_all], skip_by_floor=False)
+            out.feasible_total = -1
+            # the layouts that cannot hold the weights, counted the same way (settings x replica ends)
+            gone = np.flatnonzero(~fits_min)
+            out.pruned = int((np.minimum(rep_ok[gone].sum(axis=1), 2)).sum()) * n_settings
             return out
 
         # Replicas split the load, so every latency only falls and the throughput only rises as they are
@@ -314,6 +329,11 @@ class Recommender:
         # is known exactly while only a few per unit are scored.
         lo = np.zeros(m, dtype=np.int64)
         hi = options.astype(np.int64).copy()
+        # first probe one replica (the common answer when the SLA is loose), then bisect the rest
+        first = score(np.arange(m), np.full(m, reps_grid[0]), skip_by_floor=True)
+        one_ok = self.latency_ok(first, ap)
+        hi = np.where(one_ok, 0, hi)
+        lo = np.where(one_ok, 0, 1)
         while True:
             act = np.flatnonzero(lo < hi)
             if not len(act):
@@ -443,8 +463,9 @@ class Recommender:
         pareto = self._pareto(s, ranked, top)
         explanation = None
         if not len(feasible):
-            # the search scored only what it needed for a verdict: score every candidate for the account
-            s = self.search(req, ap, full=True)
+            # the search scored only what it needed for a verdict: score each layout and setting at its
+            # fewest and most replicas, every solve done, for the account
+            s = self.search(req, ap, scope="ends")
             explanation = self._explain(req, ap, s, self.violations(s, ap))
         elapsed_ms = (time.perf_counter() - t0) * MS_PER_S
         stats = SearchStats(candidates=s.generated, scored=s.scored, solved=s.solved,
@@ -541,8 +562,7 @@ class Recommender:
 
     def _explain(self, req: RecommendationRequest, ap: Applied, s: Scored,
                  viol: dict[str, NDArray[np.bool_]]) -> Explanation:
-        pruned = s.generated - s.scored
-        counts = {k: int(v.sum()) + (pruned if k == "memory" else 0) for k, v in viol.items()}
+        counts = {k: int(v.sum()) + (s.pruned if k == "memory" else 0) for k, v in viol.items()}
         main = max(counts, key=lambda k: counts[k]) if counts else "none"
         relax: list[Relaxation] = []
         closest: list[Closest] = []
@@ -559,8 +579,9 @@ class Recommender:
                        f"{req.workload.context_tokens}-token sequence: the weights and reserve alone overflow "
                        f"every allowed GPU at up to {ap.constraints.max_gpus} GPUs")
         else:
-            summary = (f"{int(s.fits.sum())} of {s.generated} candidates fit in memory but none meets every "
-                       f"constraint; {main} rules out the most ({counts[main]})")
+            summary = (f"of {len(s.fits) + s.pruned} layouts x settings at their fewest and most replicas, "
+                       f"{int(s.fits.sum())} fit in memory but none meets every constraint; {main} rules out the "
+                       f"most ({counts[main]})")
         return Explanation(summary=summary, ruled_out_by=counts, main_obstacle=main, closest=closest,
                            relaxations=relax)
 
@@ -639,12 +660,11 @@ class Recommender:
             return []
         field = "concurrency" if wl.mode == "concurrency" else "request_rate"
         full = float(wl.concurrency if wl.concurrency is not None else wl.request_rate or 0.0)
-        tried: set[float] = set()
-        for share in LOAD_SHARES:
-            value: float = max(1, int(full * share)) if field == "concurrency" else full * share
-            if value in tried or value >= full:
-                continue
-            tried.add(value)
+        values = sorted({max(1.0, float(int(full * sh))) if field == "concurrency" else full * sh
+                         for sh in LOAD_SHARES} - {full}, reverse=True)
+        values = [v for v in values if v < full]
+
+        def best_at(value: float) -> Deployment | None:
             sub = req.model_copy(update={"workload": wl.model_copy(update={field: value})})
             s = self.search(sub, ap)
             viol = self.violations(s, ap)
@@ -652,16 +672,25 @@ class Recommender:
             for v in viol.values():
                 bad |= v
             ok = np.flatnonzero(~bad)
-            if len(ok):
-                best = self.order(s, ok, ap.objective, False)[0]
-                d = self.deployment(s, int(best))
-                return [Relaxation(kind=field, value=value,
-                                   detail=f"the largest {field} tried (from {full:g}, on a geometric grid) that an "
-                                   f"allowed deployment serves within the bounds: {d.replicas} x TP{d.tp} {d.gpu} "
-                                   f"{d.weight_dtype} {d.engine}")]
-            if field == "concurrency" and value <= 1:
-                break
-        return [Relaxation(kind=field, value=None, detail=f"even the smallest {field} tried misses the bounds")]
+            return self.deployment(s, int(self.order(s, ok, ap.objective, False)[0])) if len(ok) else None
+
+        # feasibility only improves as the load falls (the model is monotone in load): binary search for
+        # the largest value on the grid that works
+        lo, hi, found = 0, len(values), None        # values[:lo] fail; the answer is in values[lo:hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            d = best_at(values[mid])
+            if d is None:
+                lo = mid + 1
+            else:
+                hi, found = mid, (values[mid], d)
+        if found is None:
+            return [Relaxation(kind=field, value=None, detail=f"even the smallest {field} tried misses the bounds")]
+        value, d = found
+        return [Relaxation(kind=field, value=int(value) if field == "concurrency" else round(value, 4),
+                           detail=f"the largest {field} on a geometric grid below {full:g} that an allowed "
+                           f"deployment serves within the bounds: {d.replicas} x TP{d.tp} {d.gpu} "
+                           f"{d.weight_dtype} {d.engine}")]
 
     def _relax_constraints(self, req: RecommendationRequest, ap: Applied) -> list[Relaxation]:
         """What more quantisation, more GPUs or other GPUs would buy (each relaxed alone)."""

@@ -148,7 +148,9 @@ class Relaxation(BaseModel):
 
 class Explanation(BaseModel):
     summary: str
-    ruled_out_by: dict[str, int] = Field(description="candidates failing each constraint (one may fail several)")
+    ruled_out_by: dict[str, int] = Field(description="candidates failing each constraint (one may fail several), "
+                                         "over each layout and engine setting at its fewest and its most replicas; "
+                                         "memory also counts the layouts whose weights alone overflow")
     main_obstacle: str
     closest: list[Closest]
     relaxations: list[Relaxation]

@@ -117,7 +117,7 @@ def test_replica_search_agrees_with_scoring_every_candidate(client: TestClient) 
         req = RecommendationRequest.model_validate(body)
         ap = apply_scenario(req)
         quick = rec.search(req, ap)
-        full = rec.search(req, ap, full=True)
+        full = rec.search(req, ap, scope="all")
         bad = sum((v for v in rec.violations(full, ap).values()), start=full.fits & False)
         assert quick.feasible_total == int((~bad).sum()) > 0
         assert quick.scored < full.scored
