@@ -63,6 +63,9 @@ def test_answer_is_ranked_explained_and_launchable(client: TestClient) -> None:
         flag = "--max-num-seqs" if r["deployment"]["engine"] == "vllm" else "--max_batch_size"
         if flag in argv:                                 # absent: the engine's default, which is what was assumed
             assert int(argv[argv.index(flag) + 1]) == seqs
+        frac = r["deployment"]["engine_args"]["gpu_memory_utilization"]
+        if "--gpu-memory-utilization" in argv:
+            assert float(argv[argv.index("--gpu-memory-utilization") + 1]) == frac
     assert body["pareto"] and any(p["rank"] == 1 for p in body["pareto"])
 
 
