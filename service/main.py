@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from service.api import catalog, health, predictions, problems, recommendations
+from service.api import catalog, health, operations, predictions, problems, recommendations
 from service.settings import Settings, get_settings
 from service.startup import build_state
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    logging.basicConfig(level=settings.log_level.upper())
+    operations.configure_logging(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -30,6 +29,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     problems.install(app)
+    operations.install(app, settings)
     app.include_router(health.router)
     app.include_router(catalog.router)
     app.include_router(predictions.router)

@@ -511,7 +511,8 @@ class Recommender:
             if limit is not None:
                 headroom[name] = round(1.0 - values[name] / limit, 4)
         if ap.sla.min_output_tok_s is not None:
-            headroom["min_output_tok_s"] = round(p.output_tok_s / ap.sla.min_output_tok_s - 1.0, 4)
+            # as for the latency bounds, the share of the predicted figure to spare: 1 - limit / predicted
+            headroom["min_output_tok_s"] = round(1.0 - ap.sla.min_output_tok_s / p.output_tok_s, 4)
         binding = min(headroom, key=lambda n: headroom[n]) if headroom else None
         wd, kv = adv.weight_dtypes[dep.weight_dtype], adv.kv_dtypes[dep.kv_dtype]
         quality = f"weights {wd.id}: {wd.quality} ({wd.quality_note}); KV cache {kv.id}: {kv.quality}"

@@ -25,6 +25,11 @@ class Settings(BaseSettings):
         default="background",
         description="leave-one-source-out error of a new calibration: computed in a background thread "
         "after start-up, before serving (sync), or not at all (off: in-sample errors only)")
+    log_format: Literal["json", "text"] = Field(default="json", description="log lines as JSON objects or text")
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024,
+                                description="largest request body accepted, bytes (larger: 413)")
+    cors_origins: list[str] = Field(default_factory=list,
+                                    description="origins allowed to call from a browser (JSON list); empty: no CORS")
     calibration_refresh_s: float = Field(
         default=5.0, ge=0, description="how often a worker checks the database for a newer calibration, seconds")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from functools import lru_cache
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 
 from service.advisor import Advisor, InvalidRequest
 from service.api.deps import SessionDep, StateDep, require_read_key
@@ -26,7 +26,8 @@ def recommender_for(advisor: Advisor) -> Recommender:
 
 @router.post("/recommendations", response_model=RecommendationResponse,
              summary="Search, rank and explain deployments that meet a model's traffic and SLA")
-def recommend(body: RecommendationRequest, state: StateDep, session: SessionDep) -> RecommendationResponse:
+def recommend(body: RecommendationRequest, state: StateDep, session: SessionDep,
+              request: Request) -> RecommendationResponse:
     """Every allowed GPU x quantisation x parallel layout x engine settings x replicas, scored by the
     calibrated cost model; the feasible ones ranked by the objective, one per layout (top_k), with the
     Pareto front of cost, latency and throughput. When nothing fits: ``feasible: false`` and an
@@ -37,6 +38,9 @@ def recommend(body: RecommendationRequest, state: StateDep, session: SessionDep)
     except InvalidRequest as exc:
         raise as_problem(exc) from exc
     answer.id = str(uuid.uuid4())
+    metrics = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.candidates.inc(answer.search.candidates)
     session.add(RecommendationRecord(id=answer.id, request=body.model_dump(mode="json"),
                                      response=answer.model_dump(mode="json"),
                                      calibration_version=answer.calibration_version))

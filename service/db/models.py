@@ -5,7 +5,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from service.db.base import Base
@@ -13,6 +25,23 @@ from service.db.base import Base
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def as_utc(dt: datetime) -> datetime:
+    """SQLite hands DateTime(timezone=True) values back naive; every stored one is UTC."""
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware timestamp on every database: SQLite stores no offset and hands values back naive,
+    so they are read back as the UTC they were written in (an answer's ``created_at`` is then a valid
+    RFC 3339 date-time, with its offset, on SQLite as on PostgreSQL). Same DDL as DateTime(timezone=True)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else as_utc(value)
 
 
 class Gpu(Base):
@@ -132,7 +161,7 @@ class BenchmarkSource(Base):
     id: Mapped[str] = mapped_column(String(128), primary_key=True)
     description: Mapped[str] = mapped_column(Text)
     shipped: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class Ingest(Base):
@@ -146,7 +175,7 @@ class Ingest(Base):
     submitted_by: Mapped[str] = mapped_column(String(128))
     row_count: Mapped[int] = mapped_column(Integer)
     calibration_version: Mapped[int | None] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class Measurement(Base):
@@ -197,7 +226,7 @@ class Measurement(Base):
     notes: Mapped[str | None] = mapped_column(Text)
     ingest_id: Mapped[int | None] = mapped_column(ForeignKey("ingests.id"), index=True)
     submitted_by: Mapped[str] = mapped_column(String(128), default="catalog")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class Calibration(Base):
@@ -210,7 +239,7 @@ class Calibration(Base):
     n_measurements: Mapped[int] = mapped_column(Integer)
     params: Mapped[dict[str, Any]] = mapped_column(JSON)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class RecommendationRecord(Base):
@@ -220,7 +249,7 @@ class RecommendationRecord(Base):
     request: Mapped[dict[str, Any]] = mapped_column(JSON)
     response: Mapped[dict[str, Any]] = mapped_column(JSON)
     calibration_version: Mapped[int | None] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class CatalogState(Base):
@@ -232,4 +261,4 @@ class CatalogState(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(64))
     content_sha256: Mapped[str] = mapped_column(String(64))
-    loaded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    loaded_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)

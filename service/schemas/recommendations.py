@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.schemas.predictions import (
     Confidence,
@@ -91,6 +91,12 @@ class RecommendationRequest(_Body):
         "objective": "min_cost", "top_k": 5,
     }]})
 
+    @model_validator(mode="after")
+    def _one_model(self) -> RecommendationRequest:
+        if (self.model is None) == (self.model_spec is None):
+            raise ValueError("give exactly one of model (a catalog id) or model_spec (an inline architecture)")
+        return self
+
 
 class Recommendation(BaseModel):
     rank: int
@@ -99,7 +105,8 @@ class Recommendation(BaseModel):
     memory_per_gpu_gb: MemoryPerGpu
     cost: Cost
     binding_constraint: str | None = Field(description="the SLA bound with the least headroom")
-    headroom: dict[str, float] = Field(description="per bound: 1 - predicted / limit (0.3 = 30% to spare)")
+    headroom: dict[str, float] = Field(description="per bound, the share to spare: 1 - predicted / limit for "
+                                       "latencies, 1 - limit / predicted for throughput (0.3 = 30% to spare)")
     quality: str = Field(description="what the weight and KV dtypes give up")
     confidence: Confidence
     launch: Launch

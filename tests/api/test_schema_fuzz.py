@@ -1,0 +1,44 @@
+"""Generated requests against the service's own OpenAPI schema (schemathesis): no 5xx, and every answer
+conforms to the schema it documents. A bounded number of cases per operation, so CI can afford it; the
+larger run is `python benchmarks/fuzz.py`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import schemathesis
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import response_schema_conformance
+
+from service.main import create_app
+from service.settings import Settings
+
+CASES_PER_OPERATION = 15
+
+
+@pytest.fixture(scope="module")
+def fuzz_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
+    db = tmp_path_factory.mktemp("fuzz") / "fuzz.db"
+    app = create_app(Settings(database_url=f"sqlite:///{Path(db)}", calibration_cv="off",
+                              advisor_api_key="fuzz-write-key"))
+    with TestClient(app):                      # runs the lifespan: migrated, calibrated, ready
+        yield app
+
+
+@pytest.fixture(scope="module")
+def fuzz_schema(fuzz_app: FastAPI) -> schemathesis.BaseSchema:
+    return schemathesis.openapi.from_asgi("/openapi.json", fuzz_app)
+
+
+schema = schemathesis.pytest.from_fixture("fuzz_schema")
+
+
+@schema.parametrize()
+@settings(max_examples=CASES_PER_OPERATION, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_server_error_and_schema_conformance(case: schemathesis.Case) -> None:
+    case.call_and_validate(checks=[not_a_server_error, response_schema_conformance])
