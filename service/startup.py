@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpu_catalog.loader import DATA_DIR, PUBLISHED_CSV, Catalog, load_catalog, load_cost_constants, load_measurements
@@ -59,6 +60,14 @@ class AppState:
         return self.advisor
 
     def reload_calibration(self) -> None:
+        try:
+            self._reload_calibration()
+        except OperationalError as exc:
+            # the database is away: keep predicting with the calibration in hand (it is complete, and
+            # versioned); requests that must store something answer 503 on their own
+            log.warning("calibration check skipped, database unavailable: %s", type(exc.orig).__name__)
+
+    def _reload_calibration(self) -> None:
         with transaction(self.sessions) as session:
             row = cal_repo.latest(session)
             if row is None:
