@@ -7,6 +7,10 @@ only that is published), TTFT and TPOT/ITL, overall and by GPU, engine, dtype an
     python benchmarks/accuracy.py                 # quality=good rows of the shipped published.csv
     python benchmarks/accuracy.py --quality all   # good and weak rows
     python benchmarks/accuracy.py --json out.json # also write the full report
+    python benchmarks/accuracy.py --database-url "$DATABASE_URL"  # the service's stored rows (shipped + users')
+
+GET /v1/calibration's held-out report is this report (the same rows, quality=good, through the same
+``prepare`` and ``cross_validate``): ``--database-url`` reproduces it for the data the service holds.
 """
 
 from __future__ import annotations
@@ -18,9 +22,15 @@ import sys
 import time
 from pathlib import Path
 
-from gpu_catalog.loader import PUBLISHED_CSV, load_catalog, load_cost_constants
-from service.core.calibration import METRICS, cross_validate, prepare
-from service.core.costmodel import build_tables
+from gpu_catalog.loader import PUBLISHED_CSV, Catalog, load_catalog, load_cost_constants
+from gpu_catalog.schema import CostConstants
+from service.calibrate import FITTED_QUALITY
+from service.core.calibration import METRICS, MeasurementSet, cross_validate, prepare
+from service.core.costmodel import Tables, build_tables
+from service.db.session import make_engine, make_sessionmaker, transaction
+from service.repository.calibrations import measurement_rows
+from service.repository.catalog import read_catalog
+from service.settings import Settings
 
 
 def _line(label: str, stats: dict[str, dict[str, object]]) -> str:
@@ -32,19 +42,43 @@ def _line(label: str, stats: dict[str, dict[str, object]]) -> str:
     return f"  {label:<28} " + "   ".join(cells)
 
 
+def csv_measurements(path: Path, quality: str, catalog: Catalog, tables: Tables,
+                     constants: CostConstants) -> MeasurementSet:
+    with path.open(encoding="utf-8", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if quality == "all" or r["quality"] == FITTED_QUALITY]
+    return prepare(rows, catalog, tables, constants)
+
+
+def stored_measurements(database_url: str, quality: str, constants: CostConstants) -> tuple[Tables, MeasurementSet]:
+    """The rows the service calibrates on, read as the service reads them (its catalog too)."""
+    engine = make_engine(Settings(database_url=database_url).database_url)
+    try:
+        with transaction(make_sessionmaker(engine)) as session:
+            catalog = read_catalog(session)
+            rows = measurement_rows(session, quality=None if quality == "all" else FITTED_QUALITY)
+    finally:
+        engine.dispose()
+    tables = build_tables(catalog, constants)
+    return tables, prepare(rows, catalog, tables, constants)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--csv", type=Path, default=PUBLISHED_CSV)
+    ap.add_argument("--database-url", help="score the measurements stored in this database (SQLAlchemy URL) "
+                    "instead of --csv: the rows GET /v1/calibration reports on")
     ap.add_argument("--quality", choices=["good", "all"], default="good")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--group", choices=["source", "family"], default="source",
                     help="hold out one source (the reported figure) or one model family at a time")
     args = ap.parse_args(argv)
-    catalog, constants = load_catalog(), load_cost_constants()
-    tables = build_tables(catalog, constants)
-    with args.csv.open(encoding="utf-8", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if args.quality == "all" or r["quality"] == "good"]
-    ms = prepare(rows, catalog, tables, constants)
+    constants = load_cost_constants()
+    if args.database_url:
+        tables, ms = stored_measurements(args.database_url, args.quality, constants)
+    else:
+        catalog = load_catalog()
+        tables = build_tables(catalog, constants)
+        ms = csv_measurements(args.csv, args.quality, catalog, tables, constants)
     t0 = time.perf_counter()
     report = cross_validate(tables, ms, constants, group=args.group)
     elapsed = time.perf_counter() - t0

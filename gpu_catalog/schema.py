@@ -191,7 +191,8 @@ def _opt_float(v: object) -> object:
 class MeasurementRow(BaseModel):
     """One published measurement: the columns of shared/benchmarks/published.csv."""
 
-    model_config = ConfigDict(extra="forbid")
+    # inf passes gt=0 (and cannot be written as JSON): no measurement is infinite
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     row_id: str = Field(min_length=1, max_length=200)
     quality: Literal["good", "weak"]

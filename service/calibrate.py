@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,11 +26,15 @@ from service.core.calibration import (
     prepare,
 )
 from service.core.costmodel import Tables
+from service.core.refit import refit_segments
 from service.db.models import Calibration as CalibrationRow
 from service.db.session import transaction
 from service.repository import calibrations as repo
 
 log = logging.getLogger(__name__)
+
+# Only these rows are fitted and scored (weak ones are stored for reference); benchmarks/accuracy.py uses the same.
+FITTED_QUALITY = "good"
 
 # The fit is deterministic: the same rows give the same parameters, so a process fits each data set once.
 _FIT_MEMO: dict[str, Calibration] = {}
@@ -42,7 +48,7 @@ def in_sample_report(tables: Tables, ms: MeasurementSet, cal: Calibration) -> di
 
 
 def measurement_set(session: Session, catalog: Catalog, tables: Tables, constants: CostConstants) -> MeasurementSet:
-    return prepare(repo.measurement_rows(session, quality="good"), catalog, tables, constants)
+    return prepare(repo.measurement_rows(session, quality=FITTED_QUALITY), catalog, tables, constants)
 
 
 def fit_and_store(session: Session, tables: Tables, ms: MeasurementSet, constants: CostConstants) -> CalibrationRow:
@@ -55,13 +61,52 @@ def fit_and_store(session: Session, tables: Tables, ms: MeasurementSet, constant
         cal = fit(tables, ms, constants)
         with _MEMO_LOCK:
             _FIT_MEMO[fp] = cal
-    metrics: dict[str, Any] = {"fit_s": round(time.perf_counter() - t0, 2), "skipped": ms.skipped,
+    metrics: dict[str, Any] = {"method": "full", "fit_s": round(time.perf_counter() - t0, 2), "skipped": ms.skipped,
                                "in_sample": in_sample_report(tables, ms, cal), "held_out": _CV_MEMO.get(fp)}
     version = repo.store(session, fp, len(ms), cal.to_json(), metrics)
     log.info("calibration v%d fitted on %d measurements in %.1f s", version, len(ms), metrics["fit_s"])
     row = repo.by_version(session, version)
     assert row is not None
     return row
+
+
+@dataclass
+class Refit:
+    """What recalibrating after an ingest did."""
+
+    row: CalibrationRow | None          # the new version (None: no new row is scored, the calibration is unchanged)
+    refitted_segments: list[str]
+    scored_rows: int
+    fit_s: float | None
+
+
+def refit_and_store(session: Session, tables: Tables, ms: MeasurementSet, constants: CostConstants,
+                    new_row_ids: Collection[str]) -> Refit:
+    """A new calibration version after rows ``new_row_ids`` were added to the measurements ``ms``: the segments
+    holding them refitted on top of the newest stored version (service/core/refit.py); a full fit when none
+    is stored yet."""
+    new_keys = [k for k, rid in zip(ms.keys, ms.row_ids, strict=True) if rid in new_row_ids]
+    if not new_keys:
+        return Refit(row=None, refitted_segments=[], scored_rows=0, fit_s=None)
+    base_row = repo.latest(session)
+    if base_row is None:
+        full = fit_and_store(session, tables, ms, constants)
+        return Refit(row=full, refitted_segments=sorted(full.params["segments"]), scored_rows=len(new_keys),
+                     fit_s=full.metrics.get("fit_s"))
+    t0 = time.perf_counter()
+    base = Calibration.from_json(base_row.params, base_row.data_sha256, base_row.n_measurements)
+    cal, refitted = refit_segments(tables, ms, constants, base, new_keys)
+    fit_s = round(time.perf_counter() - t0, 2)
+    fp = data_fingerprint(ms)
+    metrics: dict[str, Any] = {"method": "refit", "base_version": base_row.version, "refitted_segments": refitted,
+                               "fit_s": fit_s, "skipped": ms.skipped,
+                               "in_sample": in_sample_report(tables, ms, cal), "held_out": _CV_MEMO.get(fp)}
+    version = repo.store(session, fp, len(ms), cal.to_json(), metrics)
+    log.info("calibration v%d: %d segments refitted on top of v%d in %.1f s", version, len(refitted),
+             base_row.version, fit_s)
+    row = repo.by_version(session, version)
+    assert row is not None
+    return Refit(row=row, refitted_segments=refitted, scored_rows=len(new_keys), fit_s=fit_s)
 
 
 def state_from_row(row: CalibrationRow) -> CalibrationState:

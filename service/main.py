@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from service.api import catalog, health, operations, predictions, problems, recommendations
+from service.api import benchmarks, calibration, catalog, health, operations, predictions, problems, recommendations
 from service.settings import Settings, get_settings
 from service.startup import build_state
 
@@ -34,6 +34,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(catalog.router)
     app.include_router(predictions.router)
     app.include_router(recommendations.router)
+    app.include_router(benchmarks.router)
+    app.include_router(calibration.router)
+    benchmarks.install(app)
     return app
 
 

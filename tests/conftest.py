@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,12 @@ def _pg_reachable() -> str | None:
 _PG_SKIP = _pg_reachable()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database of each kind; each test gets its own (a fresh PostgreSQL schema)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'advisor.db'}"
+@contextmanager
+def _database(kind: str, directory: Path) -> Iterator[str]:
+    """The URL of an empty database of ``kind``: a SQLite file in ``directory``, or a fresh PostgreSQL schema
+    (dropped afterwards)."""
+    if kind == "sqlite":
+        yield f"sqlite:///{directory / 'advisor.db'}"
         return
     if _PG_SKIP:
         if os.environ.get("CI"):
@@ -47,10 +49,29 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     with admin.begin() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
     sep = "&" if "?" in PG_URL else "?"
-    yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
-    with admin.begin() as conn:
-        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    admin.dispose()
+    try:
+        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+_DB_KINDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=_DB_KINDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database of each kind; each test gets its own (a fresh PostgreSQL schema)."""
+    with _database(request.param, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture(scope="module", params=_DB_KINDS)
+def module_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An empty database of each kind shared by the tests of one module (for an app that is slow to start)."""
+    with _database(request.param, tmp_path_factory.mktemp("db")) as url:
+        yield url
 
 
 @pytest.fixture

@@ -50,6 +50,12 @@ def _problem(status: int, title: str, detail: str, instance: str, **extra: Any) 
     return JSONResponse(jsonable_encoder(body), status_code=status, media_type=PROBLEM_JSON)
 
 
+def _valid(err: dict[str, Any]) -> Any:
+    """The valid choices pydantic names: ``expected`` of a literal, ``expected_tags`` of a tagged union."""
+    ctx = err.get("ctx") or {}
+    return ctx.get("expected", ctx.get("expected_tags"))
+
+
 def _describe(err: dict[str, Any]) -> str:
     loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
     msg = err.get("msg", "invalid")
@@ -69,7 +75,7 @@ def install(app: FastAPI) -> None:
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
             {"field": [p for p in e.get("loc", ()) if p != "body"], "message": e.get("msg"),
-             "type": e.get("type"), **({"valid": e["ctx"]["expected"]} if "expected" in (e.get("ctx") or {}) else {})}
+             "type": e.get("type"), **({"valid": _valid(e)} if _valid(e) is not None else {})}
             for e in exc.errors()
         ]
         detail = "; ".join(_describe(e) for e in exc.errors()[:5])

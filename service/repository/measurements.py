@@ -18,7 +18,7 @@ def alias_map(session: Session) -> dict[str, str]:
     return {a: m for a, m in session.execute(select(ModelAlias.alias_lower, ModelAlias.model_id))}
 
 
-def _row_dict(row: MeasurementRow, aliases: dict[str, str], **extra: Any) -> dict[str, Any]:
+def row_dict(row: MeasurementRow, aliases: dict[str, str], **extra: Any) -> dict[str, Any]:
     data = row.model_dump()
     data["model_id"] = aliases.get(row.model.lower())
     data.update(extra)
@@ -39,7 +39,7 @@ def sync_published(session: Session, rows: Sequence[MeasurementRow], content_sha
     ensure_sources(session, rows, shipped=True)
     have = set(session.scalars(select(Measurement.row_id)))
     aliases = alias_map(session)
-    new = [_row_dict(r, aliases, submitted_by="catalog") for r in rows if r.row_id not in have]
+    new = [row_dict(r, aliases, submitted_by="catalog") for r in rows if r.row_id not in have]
     for start in range(0, len(new), 2000):
         session.execute(insert(Measurement), new[start:start + 2000])
     record_hash(session, "published", content_sha256)

@@ -1,0 +1,112 @@
+"""Store a validated ingest whole (or not at all), refit the calibration on it, and put the new version to use."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from gpu_catalog.loader import Catalog
+from gpu_catalog.schema import CostConstants
+from service.calibrate import measurement_set, refit_and_store, run_cross_validation, start_cross_validation
+from service.core.calibration import prepare
+from service.core.costmodel import Tables
+from service.db.models import Ingest
+from service.db.session import transaction
+from service.ingest.validate import Path, PreparedIngest
+from service.repository import calibrations as cal_repo
+from service.repository import ingests as repo
+from service.schemas.benchmarks import CalibrationOutcome, IngestResponse
+from service.startup import AppState
+
+log = logging.getLogger(__name__)
+
+
+class IngestConflict(ValueError):
+    """A posted row has the id of a stored measurement of other content (409)."""
+
+    def __init__(self, field: Path, message: str, measurement_id: int, ingest_id: int | None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+        self.measurement_id = measurement_id
+        self.ingest_id = ingest_id
+
+
+@dataclass(frozen=True)
+class Stored:
+    response: IngestResponse
+    created: bool
+
+
+def _response(ingest: Ingest, ids: list[int], row_ids: list[str], duplicate: bool,
+              outcome: CalibrationOutcome | None) -> IngestResponse:
+    return IngestResponse(ingest_id=ingest.id, duplicate=duplicate, format=ingest.format,
+                          content_sha256=ingest.content_sha256, source_id=f"user:{ingest.id}",
+                          submitted_by=ingest.submitted_by, created_at=ingest.created_at,
+                          measurement_ids=ids, row_ids=row_ids, calibration_version=ingest.calibration_version,
+                          calibration=outcome)
+
+
+def store(state: AppState, prepared: PreparedIngest, submitted_by: str) -> Stored:
+    """One transaction: the ingest, its rows and the refitted calibration version, or nothing.
+
+    Ingests are serialised (``repo.lock``), so each refit starts from the version the previous one made. After
+    the commit this worker uses the new version at once; others read it from the database within
+    ``calibration_refresh_s``. Its leave-one-source-out error follows ``settings.calibration_cv``."""
+    tables, catalog, constants = state.advisor.tables, state.catalog, state.constants
+    with transaction(state.sessions) as session:
+        repo.lock(session)
+        existing = repo.by_content(session, prepared.content_sha256)
+        if existing is not None:
+            ids = repo.measurement_ids(session, existing.id)
+            row_ids = repo.row_ids(session, existing.id)
+            return Stored(_response(existing, ids, row_ids, duplicate=True, outcome=None), created=False)
+        stored = repo.stored_row_ids(session, [r.row_id for r in prepared.rows])
+        for row, path in zip(prepared.rows, prepared.paths, strict=True):
+            if row.row_id in stored:
+                raise _conflict(prepared.format, row.row_id, path, *stored[row.row_id])
+        latest = cal_repo.latest(session)
+        previous = latest.version if latest is not None else None
+        ingest, ids = repo.add(session, prepared.content_sha256, prepared.format, submitted_by, prepared.rows,
+                               prepared.source_description, prepared.families)
+        ms = measurement_set(session, catalog, tables, constants)
+        refit = refit_and_store(session, tables, ms, constants, {r.row_id for r in prepared.rows})
+        version = refit.row.version if refit.row is not None else previous
+        repo.set_calibration(session, ingest, version)
+        not_scored = _not_scored(prepared, catalog, tables, constants)
+        cv = state.settings.calibration_cv if refit.row is not None else "off"
+        held = refit.row is not None and bool((refit.row.metrics or {}).get("held_out"))
+        outcome = CalibrationOutcome(
+            version=version, previous_version=previous, refitted=refit.row is not None,
+            refitted_segments=refit.refitted_segments, scored_rows=refit.scored_rows, not_scored=not_scored,
+            fit_s=refit.fit_s, held_out="computed" if held else {"background": "pending", "sync": "computed",
+                                                                   "off": "off"}[cv])
+        response = _response(ingest, ids, [r.row_id for r in prepared.rows], duplicate=False, outcome=outcome)
+    log.info("ingest %d (%s, %d rows) by %s: calibration v%s", ingest.id, ingest.format, len(ids), submitted_by,
+             version)
+    if refit.row is not None and not held:
+        if cv == "sync":
+            run_cross_validation(state.sessions, refit.row.version, tables, ms, constants)
+        elif cv == "background":
+            start_cross_validation(state.sessions, refit.row.version, tables, ms, constants)
+    state.reload_calibration()
+    return Stored(response, created=True)
+
+
+def _conflict(fmt: str, row_id: str, path: Path, measurement_id: int, ingest_id: int | None) -> IngestConflict:
+    where = f"ingest {ingest_id}" if ingest_id is not None else "the shipped measurements"
+    if fmt == "rows":
+        return IngestConflict([*path, "row_id"], f"'{row_id}' is already stored as measurement {measurement_id} "
+                              f"({where}) with other content; give it another row_id", measurement_id, ingest_id)
+    return IngestConflict(path, f"this run is already stored as measurement {measurement_id} ({where})",
+                          measurement_id, ingest_id)
+
+
+def _not_scored(prepared: PreparedIngest, catalog: Catalog, tables: Tables, constants: CostConstants) -> dict[str, int]:
+    """Rows of the ingest that are stored but not fitted, by reason (as the calibration's ``prepare`` skips them)."""
+    good = [r.model_dump() for r in prepared.rows if r.quality == "good"]
+    reasons = dict(prepare(good, catalog, tables, constants).skipped)
+    weak = len(prepared.rows) - len(good)
+    if weak:
+        reasons["quality weak (stored, not fitted)"] = weak
+    return reasons
