@@ -8,6 +8,7 @@ only that is published), TTFT and TPOT/ITL, overall and by GPU, engine, dtype an
     python benchmarks/accuracy.py --quality all   # good and weak rows
     python benchmarks/accuracy.py --json out.json # also write the full report
     python benchmarks/accuracy.py --database-url "$DATABASE_URL"  # the service's stored rows (shipped + users')
+    python benchmarks/accuracy.py --simulate 300  # scheduler simulation vs analytic on 300 loaded rows (in-sample)
 
 GET /v1/calibration's held-out report is this report (the same rows, quality=good, through the same
 ``prepare`` and ``cross_validate``): ``--database-url`` reproduces it for the data the service holds.
@@ -71,8 +72,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--group", choices=["source", "family"], default="source",
                     help="hold out one source (the reported figure) or one model family at a time")
+    ap.add_argument("--simulate", type=int, metavar="N",
+                    help="instead of the leave-one-out run: fit once, then compare the scheduler simulation's means "
+                    "and medians with the analytic model's on up to N rows measured under load (sim_accuracy.py)")
+    ap.add_argument("--sim-requests", type=int, default=1000, help="requests per steady-state simulation")
     args = ap.parse_args(argv)
     constants = load_cost_constants()
+    if args.simulate:
+        if args.database_url:
+            ap.error("--simulate reads the rows of --csv")
+        from sim_accuracy import print_report, simulate_report  # beside this script
+
+        catalog = load_catalog()
+        tables = build_tables(catalog, constants)
+        with args.csv.open(encoding="utf-8", newline="") as fh:
+            rows = [r for r in csv.DictReader(fh) if args.quality == "all" or r["quality"] == FITTED_QUALITY]
+        sim_report = simulate_report(tables, prepare(rows, catalog, tables, constants), constants, rows,
+                                     args.simulate, args.sim_requests)
+        print_report(sim_report)
+        if args.json:
+            args.json.write_text(json.dumps(sim_report, indent=1))
+        return 0
     if args.database_url:
         tables, ms = stored_measurements(args.database_url, args.quality, constants)
     else:

@@ -11,10 +11,17 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import settings
 from sqlalchemy import Engine, create_engine, text
 
 from service.main import create_app
 from service.settings import Settings
+
+# Property tests draw the same examples on every run (derandomize), so CI is reproducible and a failure can
+# be replayed; HYPOTHESIS_PROFILE=explore draws fresh ones (and keeps a local database of failures).
+settings.register_profile("deterministic", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 PG_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 

@@ -28,10 +28,15 @@ The physics (each term is a roofline over the catalog's datasheet figures, scale
   (request rate) add M/D/1 queueing to TTFT; when the load exceeds what ``max_num_seqs`` or the KV cache
   holds, requests queue and TTFT absorbs the wait. The first wave of a closed loop (all clients at once)
   is the fitted ``wave`` share of that wave's prefill queue.
+
+``step_model`` gathers the step-time terms of each candidate (``StepModel``: a decode step at any batch and
+context, the added time of prompt tokens carried by a step, a prefill on its own); the serving solvers here
+and the scheduler simulation (simulate.py) both time steps with it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -261,7 +266,14 @@ class Result:
 
 
 def _smooth_max(a: F, b: F) -> F:
-    """(a^4 + b^4)^(1/4), written with products and square roots (several times faster than powers)."""
+    """(a^4 + b^4)^(1/4), written with products and square roots (several times faster than powers).
+    Python floats take a scalar path (numpy's functions cost microseconds per call on scalars)."""
+    if type(a) is float and type(b) is float:
+        hi_f = max(a, b, 1e-30)
+        r_f = min(a, b) / hi_f
+        r_f *= r_f
+        r_f *= r_f
+        return hi_f * math.sqrt(math.sqrt(1.0 + r_f))
     hi = np.maximum(np.maximum(a, b), 1e-30)
     r = np.minimum(a, b) / hi
     r *= r
@@ -307,6 +319,47 @@ class Static:
     layers: F
     experts: F
     experts_per_token: F
+    # per-token coefficients, for contexts and prompts other than the workload's mean (the simulator)
+    kv_tok_layer_bytes: F        # KV bytes per GPU of one token in one full-attention layer (before PP)
+    full_layers: F
+    window_layers: F
+    window_tok: F                # 0 = no sliding window
+    heads_dims: F                # attention heads x (qk + v) per-head dimensions
+    dec_fixed_flops_tok: F       # decoded token: linear layers + LM head (attention excluded)
+    max_num_seqs: F
+    context_tok: F               # longest sequence the deployment holds (max_model_len)
+
+    def kv_seq_bytes(self, ctx_tok: F) -> F:
+        """KV bytes per GPU of one sequence holding ``ctx_tok`` tokens."""
+        return _kv_seq_bytes(self.kv_tok_layer_bytes, self.full_layers, self.window_layers, self.window_tok,
+                             self.pp, ctx_tok)
+
+    def dec_flops(self, ctx_tok: F) -> F:
+        """FLOPs of one decoded token that attends to ``ctx_tok`` tokens."""
+        return self.dec_fixed_flops_tok + 2.0 * self.heads_dims * _attended(
+            ctx_tok, self.full_layers, self.window_layers, self.window_tok)
+
+    def attn_prefill(self, prompt_tok: F) -> F:
+        """FLOPs of the causal attention of one whole ``prompt_tok``-token prompt."""
+        return _attn_prefill(self.heads_dims, self.full_layers, self.window_layers, self.window_tok, prompt_tok)
+
+
+def _windowed(ctx: F, win: F) -> F:
+    return np.where(win > 0, np.minimum(ctx, win), ctx)
+
+
+def _attended(ctx: F, full_l: F, win_l: F, win: F) -> F:
+    """Layer-tokens of a sequence of ``ctx`` tokens: full-attention layers hold all, sliding ones the window."""
+    return full_l * ctx + win_l * _windowed(ctx, win)
+
+
+def _kv_seq_bytes(kv_tok_layer: F, full_l: F, win_l: F, win: F, pp: F, ctx: F) -> F:
+    return kv_tok_layer * _attended(ctx, full_l, win_l, win) / pp
+
+
+def _attn_prefill(heads_dims: F, full_l: F, win_l: F, win: F, isl: F) -> F:
+    # causal attention over an isl-token prompt: per layer heads x isl^2/2 MACs for QK and as many for PV
+    return heads_dims * (full_l * isl * isl + win_l * isl * _windowed(isl, win))
 
 
 def static_terms(t: Tables, c: Candidates) -> Static:
@@ -334,12 +387,10 @@ def static_terms(t: Tables, c: Candidates) -> Static:
     elems_layer_gpu = np.where(t.is_mla[m], t.kv_elems_per_layer[m],
                                t.kv_elems_per_layer[m] * kv_heads_gpu / t.kv_heads[m])
     full_l, win_l, win = t.full_layers[m], t.window_layers[m], t.window_tokens[m]
-
-    def windowed(ctx: F) -> F:
-        return np.where(win > 0, np.minimum(ctx, win), ctx)
+    kv_tok_layer = kv_bytes_el * elems_layer_gpu
 
     def kv_seq_bytes(ctx: F) -> F:
-        return kv_bytes_el * elems_layer_gpu * (full_l * ctx + win_l * windowed(ctx)) / pp
+        return _kv_seq_bytes(kv_tok_layer, full_l, win_l, win, pp, ctx)
 
     activations = (c.max_batched_tok * (2.0 * t.mlp_width[m] / tp + 4.0 * hidden) * t.act_bytes
                    + c.max_num_seqs * t.vocab[m] * t.logits_bytes)
@@ -360,10 +411,10 @@ def static_terms(t: Tables, c: Candidates) -> Static:
     cap_mean = np.maximum(np.minimum(np.floor(kv_pool / np.maximum(seq_mean, 1.0)), c.max_num_seqs), 1.0)
 
     heads_dims = t.heads[m] * t.attn_dims[m]
-    # causal attention over an isl-token prompt: per layer heads x isl^2/2 MACs for QK and as many for PV
-    attn_prefill = heads_dims * (full_l * isl * isl + win_l * isl * windowed(isl))
+    attn_prefill = _attn_prefill(heads_dims, full_l, win_l, win, isl)
     lin_tok = 2.0 * t.active_linear_params[m]
-    dec_tok = lin_tok + 2.0 * t.lm_head_params[m] + 2.0 * heads_dims * (full_l * ctx_mean + win_l * windowed(ctx_mean))
+    dec_fixed = lin_tok + 2.0 * t.lm_head_params[m]
+    dec_tok = dec_fixed + 2.0 * heads_dims * _attended(ctx_mean, full_l, win_l, win)
     return Static(
         runnable=runnable, fits=fits, gemm_flops_s=np.maximum(gemm, 1.0),
         attn_flops_s=np.maximum(t.flops[g, 0], 1.0), bw_bytes_s=t.bw_bytes_s[g], link_bytes_s=t.link_bytes_s[g],
@@ -374,6 +425,9 @@ def static_terms(t: Tables, c: Candidates) -> Static:
         attn_prefill_flops=attn_prefill, ar_bytes_tok=hidden * t.act_bytes,
         ar_count=np.where(tp > 1, 2.0 * t.layers[m], 0.0), ar_ring_factor=2.0 * (tp - 1.0) / tp,
         layers=t.layers[m], experts=t.num_experts[m], experts_per_token=t.experts_per_token[m],
+        kv_tok_layer_bytes=kv_tok_layer, full_layers=full_l, window_layers=win_l, window_tok=win,
+        heads_dims=heads_dims, dec_fixed_flops_tok=dec_fixed, max_num_seqs=c.max_num_seqs,
+        context_tok=np.maximum(c.context_tok, 1.0),
     )
 
 
@@ -416,47 +470,138 @@ def serve(s: Static, p: Params, split: ModeSplit | None = None) -> Result:
     return Result(**out)
 
 
-def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
-    """Prefill, decode and serving dynamics of candidates that all share one workload mode."""
-    isl, osl, tp, pp = s.isl, s.osl, s.tp, s.pp
+@dataclass
+class StepModel:
+    """Time of one engine step of a replica, per candidate, under fitted parameters: what the serving
+    solvers below and the scheduler simulation (service/core/simulate.py) are both built from.
+
+    A step decodes one token for each of ``batch`` sequences and may carry prompt tokens (chunked prefill):
+    its time is ``decode_step(batch)`` plus ``prefill_tok_s`` per prompt token carried; a step with no
+    decodes is a prefill on its own (``prefill_only_s``). Fields are per-candidate arrays (``one`` gives
+    the same model of one candidate with plain floats, for scalar use in a loop)."""
+
+    s: Static
+    pp: F
+    gemm_rate_flops_s: F         # GEMM FLOPS reached per GPU
+    attn_rate_flops_s: F         # 16-bit attention FLOPS reached per GPU
+    bw_bytes_s: F                # memory bandwidth reached per GPU
+    link_bytes_s: F              # GPU-GPU bandwidth reached
+    comm_per_tok_s: F            # all-reduce traffic time of one token through the whole model
+    ar_latency_s: F              # fixed latency of a forward pass's all-reduces
+    pp_handoff_s: F              # pipeline stage hand-offs of one forward pass
+    ar_bytes_tok: F
+    weights_read_s: F            # reading every stage's weights once
+    c_prefill_s: F               # prefill_tok_s at the workload's prompt length
+    prefill_compute_s: F         # compute of the workload's whole prompt alone
+    prefill_alone_s: F           # the workload's prompt alone on an idle replica (no step overhead)
+    log_miss: F                  # ln(1 - experts per token / experts); -inf for dense models
+    moe: NDArray[np.bool_]
+    dense_s: F
+    expert_s: F
+    seq_s: F                     # KV read of one sequence at the workload's mean context
+    flop_s_seq: F                # compute of one decoded token at the workload's mean context
+    comm_fixed_s: F
+    comm_seq_s: F
+    step_fixed_s: F              # pipeline hand-offs + per-step overhead
+    step_overhead_s: F
+    ttft_fixed_s: F
+
+    def decode_step(self, batch: F, ctx_tok: F | None = None) -> tuple[F, F]:
+        """Replica step time with ``batch`` sequences decoding at mean context ``ctx_tok`` (default: the
+        workload's, input + output / 2); and its compute share. Broadcasts ``batch`` against ``ctx_tok``."""
+        if ctx_tok is None:
+            seq_s, flop_s_seq = self.seq_s, self.flop_s_seq
+        else:
+            seq_s = self.s.kv_seq_bytes(ctx_tok) / self.bw_bytes_s
+            flop_s_seq = self.s.dec_flops(ctx_tok) / (self.s.n_gpu * self.gemm_rate_flops_s)
+        pp = self.pp
+        b = np.maximum(batch / pp, 1e-9)                     # micro-batch per pipeline stage
+        # expected share of experts the batch routes to: 1 - P(an expert is missed by all b tokens)
+        t_mem = self.dense_s + b * seq_s
+        if self.moe.any():
+            t_mem = t_mem + np.where(self.moe, self.expert_s * -np.expm1(b * self.log_miss), 0.0)
+        t_cmp = b * flop_s_seq
+        stage = _smooth_max(t_mem, t_cmp) + self.comm_fixed_s + b * self.comm_seq_s
+        return pp * stage + self.step_fixed_s, t_cmp / (t_cmp + t_mem)
+
+    def prefill_tok_s(self, prompt_tok: F) -> F:
+        """Marginal replica time of one token of a ``prompt_tok``-token prompt carried by a decode step
+        (inside a full pipeline)."""
+        s = self.s
+        return ((s.lin_flops_tok / self.gemm_rate_flops_s + s.attn_prefill(prompt_tok) / prompt_tok
+                 / self.attn_rate_flops_s) / s.n_gpu + self.comm_per_tok_s / self.pp)
+
+    def prompt_compute_s(self, prompt_tok: F) -> F:
+        """Compute time of a whole ``prompt_tok``-token prompt prefilled alone (all stages in turn)."""
+        s = self.s
+        return (s.lin_flops_tok * prompt_tok / (s.tp * self.gemm_rate_flops_s)
+                + s.attn_prefill(prompt_tok) / (s.tp * self.attn_rate_flops_s))
+
+    def prefill_only_s(self, compute_s: Any, tokens: Any) -> Any:
+        """A step that only prefills ``tokens`` prompt tokens whose compute takes ``compute_s``: compute
+        against reading the weights once per stage, plus all-reduces and stage hand-offs (no per-step
+        overhead). Plain arithmetic, so it takes arrays or, on ``one(i)``, floats."""
+        return (_smooth_max(compute_s, self.weights_read_s) + self.comm_per_tok_s * tokens + self.ar_latency_s
+                + self.pp_handoff_s + (self.pp - 1.0) * tokens * self.ar_bytes_tok / self.link_bytes_s)
+
+    def carried_prefill_s(self, batch: float, tokens: float, compute_s: float) -> float:
+        """Time a decode step of ``batch`` sequences gains by carrying ``tokens`` prompt tokens whose marginal
+        compute is ``compute_s`` (tokens x ``prefill_tok_s``): that compute, against reading the routed experts
+        the prompt tokens touch beyond those the decodes read (MoE; a dense step already reads every weight,
+        so there it is the compute). Floats, on ``one(i)``."""
+        if not self.moe:
+            return compute_s
+        pp = self.pp
+        # expected share of experts routed to by n tokens per stage: 1 - (1 - k/E)^n
+        extra = math.expm1(batch / pp * self.log_miss) - math.expm1((batch + tokens) / pp * self.log_miss)
+        return float(_smooth_max(compute_s, pp * self.expert_s * extra))  # type: ignore[arg-type]
+
+    def one(self, i: int) -> StepModel:
+        """Candidate ``i`` alone: its Static as one-row arrays, every other field a float."""
+        idx = np.asarray([i])
+        out: dict[str, Any] = {"s": take_rows(self.s, idx)}
+        for f in fields(self):
+            if f.name != "s":
+                v = getattr(self, f.name)
+                out[f.name] = v[i].item() if isinstance(v, np.ndarray) and v.ndim else v
+        return StepModel(**out)
+
+
+def step_model(s: Static, p: Params) -> StepModel:
+    """The step-time model of candidates whose static terms are known, under parameters ``p``."""
+    isl, tp, pp = s.isl, s.tp, s.pp
     gemm_rate = s.gemm_flops_s * p.eff_flops
     attn_rate = s.attn_flops_s * p.eff_flops
     bw = s.bw_bytes_s * p.eff_bw
     link = s.link_bytes_s * p.comm_eff
-
-    # --- prefill -----------------------------------------------------------------------------------
     comm_per_tok = s.ar_count * s.ar_ring_factor * s.ar_bytes_tok / link
-    ar_latency = s.ar_count * p.allreduce_latency_s
     # marginal replica time of one prompt token inside a full pipeline (chunks mixed into decode steps)
     c_prefill = (s.lin_flops_tok / gemm_rate + s.attn_prefill_flops / isl / attn_rate) / s.n_gpu + comm_per_tok / pp
     # one prompt alone: all stages in turn, weights read once per stage
     prefill_compute = s.lin_flops_tok * isl / (tp * gemm_rate) + s.attn_prefill_flops / (tp * attn_rate)
     pp_handoff = (pp - 1.0) * p.allreduce_latency_s
-    prefill_alone = (_smooth_max(prefill_compute, s.weights * pp / bw) + comm_per_tok * isl + ar_latency
-                     + pp_handoff + (pp - 1.0) * isl * s.ar_bytes_tok / link)
-
-    # --- decode step -------------------------------------------------------------------------------
     with np.errstate(divide="ignore"):
         log_miss = np.log(1.0 - s.experts_per_token / s.experts)   # -inf for dense models (every expert)
-    moe = s.expert_weights > 0
-    # per-candidate constants of the step, hoisted out of the serving solvers' loops
-    dense_s, expert_s, seq_s = s.dense_weights / bw, s.expert_weights / bw, s.seq_mean / bw
-    flop_s_seq = s.dec_flops_tok / (s.n_gpu * gemm_rate)
-    comm_fixed_s = (s.ar_count / pp) * p.allreduce_latency_s
-    comm_seq_s = (s.ar_count / pp) * s.ar_ring_factor * s.ar_bytes_tok / link
-    step_fixed_s = pp_handoff + p.step_overhead_s
+    sm = StepModel(
+        s=s, pp=pp, gemm_rate_flops_s=gemm_rate, attn_rate_flops_s=attn_rate, bw_bytes_s=bw, link_bytes_s=link,
+        comm_per_tok_s=comm_per_tok, ar_latency_s=s.ar_count * p.allreduce_latency_s, pp_handoff_s=pp_handoff,
+        ar_bytes_tok=s.ar_bytes_tok, weights_read_s=s.weights * pp / bw, c_prefill_s=c_prefill,
+        prefill_compute_s=prefill_compute, prefill_alone_s=prefill_compute, log_miss=log_miss,
+        moe=s.expert_weights > 0, dense_s=s.dense_weights / bw, expert_s=s.expert_weights / bw,
+        seq_s=s.seq_mean / bw, flop_s_seq=s.dec_flops_tok / (s.n_gpu * gemm_rate),
+        comm_fixed_s=(s.ar_count / pp) * p.allreduce_latency_s,
+        comm_seq_s=(s.ar_count / pp) * s.ar_ring_factor * s.ar_bytes_tok / link,
+        step_fixed_s=pp_handoff + p.step_overhead_s, step_overhead_s=p.step_overhead_s, ttft_fixed_s=p.ttft_fixed_s)
+    sm.prefill_alone_s = sm.prefill_only_s(prefill_compute, isl)
+    return sm
 
-    def decode_step(batch: F) -> tuple[F, F]:
-        """Replica step time with ``batch`` sequences decoding at the mean context; and its compute share."""
-        b = np.maximum(batch / pp, 1e-9)                     # micro-batch per pipeline stage
-        # expected share of experts the batch routes to: 1 - P(an expert is missed by all b tokens)
-        t_mem = dense_s + b * seq_s
-        if moe.any():
-            t_mem = t_mem + np.where(moe, expert_s * -np.expm1(b * log_miss), 0.0)
-        t_cmp = b * flop_s_seq
-        stage = _smooth_max(t_mem, t_cmp) + comm_fixed_s + b * comm_seq_s
-        return pp * stage + step_fixed_s, t_cmp / (t_cmp + t_mem)
 
+def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
+    """Prefill, decode and serving dynamics of candidates that all share one workload mode."""
+    isl, osl = s.isl, s.osl
+    sm = step_model(s, p)
+    c_prefill, prefill_compute, prefill_alone = sm.c_prefill_s, sm.prefill_compute_s, sm.prefill_alone_s
+    decode_step = sm.decode_step
     io = isl / osl
 
     def tpot_at(batch: F) -> tuple[F, F, F]:
@@ -477,14 +622,16 @@ def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
         utilisation, and in a closed loop at most the other clients, each in the queue for a share rho of
         the time."""
         chunk = np.maximum(s.max_batched_tok - batch, min_chunk)
-        service = isl * (step / chunk + c_prefill)
+        # with decodes running (share min(b, 1) of the time) the prompt is chunked into their steps and
+        # waits on average half a step for the one in flight; an idle replica prefills it alone. The queue
+        # sees the same mixture: a prompt ahead was served alone or chunked in that proportion.
+        busy = np.minimum(batch, 1.0)
+        extra = busy * np.maximum(isl * (step / chunk + c_prefill) - alone, 0.0)
+        service = alone + extra
         rho = np.minimum(arrivals_s * service, _MAX_PREFILL_UTILISATION)
         rho_service = rho * service
         wait = np.minimum(rho_service / (2.0 * (1.0 - rho)), np.maximum(ahead_max, 0.0) * rho_service)
-        # with decodes running (share min(b, 1) of the time) the prompt is chunked into their steps and
-        # waits on average half a step for the one in flight; an idle replica prefills it alone
-        busy = np.minimum(batch, 1.0)
-        return fixed_alone + wait + busy * (np.maximum(service - alone, 0.0) + 0.5 * step)
+        return fixed_alone + wait + extra + busy * 0.5 * step
 
     per_replica = s.load / s.replicas
     cap = s.cap_mean
@@ -570,8 +717,7 @@ def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
     if mode_value == MODE_STATIC:
         # one batch of B prompts prefilled together, then osl - 1 decode steps with no arrivals
         B = np.maximum(np.minimum(per_replica, cap), 1.0)
-        prefill_b = (_smooth_max(B * prefill_compute, s.weights * pp / bw) + comm_per_tok * isl * B + ar_latency
-                     + pp_handoff + (pp - 1.0) * B * isl * s.ar_bytes_tok / link)
+        prefill_b = sm.prefill_only_s(B * prefill_compute, isl * B)
         step_b, sh_b = decode_step(B)
         e2e_b = prefill_b + (osl - 1.0) * step_b
         batch, tpot, share = np.where(static, B, batch), np.where(static, step_b, tpot), np.where(static, sh_b, share)
