@@ -23,7 +23,8 @@ from service.core.costmodel import (
     Result,
     Tables,
     build_tables,
-    evaluate,
+    serve,
+    static_terms,
 )
 from service.core.engine_defaults import EngineDefaults, is_current, resolve
 from service.core.launch import LaunchError, LaunchSpec, render_launch
@@ -40,6 +41,7 @@ from service.schemas.predictions import (
     ResolvedSettings,
     Workload,
 )
+from service.simulation import Simulation, percentile_method, simulate_deployment, simulated, skip_reason
 
 MS_PER_S = 1e3
 S_PER_HOUR = 3600.0
@@ -245,9 +247,16 @@ class Advisor:
         key = (calibration_engine(dep.engine, gpu.vendor), gpu.architecture, gpu.id, dep.weight_dtype)
         current = is_current(dep.engine, settings.engine_version, self.constants)
         params = self.params_for([key], [current])
-        res = evaluate(tables, cand, params)
+        static = static_terms(tables, cand)
+        res = serve(static, params)
+        skip = skip_reason(dep, wl)
+        sim = (simulate_deployment(static, params, dep, wl, req.simulation)
+               if bool(res.fits[0]) and req.simulation.enabled and skip is None else None)
         model_name = req.model or (req.model_spec.name if req.model_spec else model.id)
-        return self._response(model, model_name, dep, wl, gpu, settings, res, params, key)
+        out = self._response(model, model_name, dep, wl, gpu, settings, res, params, key, sim)
+        if skip and out.fits and req.simulation.enabled:
+            out.notes.append(skip)
+        return out
 
     def launch(self, model_id: str, dep: Deployment, settings: ResolvedSettings) -> Launch:
         """The command that starts ``dep`` with exactly the settings the prediction assumed."""
@@ -270,7 +279,7 @@ class Advisor:
 
     def _response(self, model: ModelSpec, model_name: str, dep: Deployment, wl: Workload, gpu: GpuSpec,
                   settings: ResolvedSettings, res: Result, params: Params,
-                  key: tuple[str, str, str, str]) -> PredictionResponse:
+                  key: tuple[str, str, str, str], sim: Simulation | None = None) -> PredictionResponse:
         i = 0
         fits = bool(res.fits[i])
         notes: list[str] = []
@@ -303,7 +312,7 @@ class Advisor:
                                       cost=Cost(usd_per_hour=usd_h, usd_per_million_output_tokens=None,
                                                 price_source=gpu.sources.price),
                                       settings=settings, confidence=confidence, notes=notes)
-        predicted = self.predicted(res, params, i, wl)
+        predicted = self.predicted(res, params, i, wl, sim)
         if wl.concurrency is not None and wl.concurrency > predicted.max_concurrency:
             notes.append(f"{wl.concurrency} concurrent requests exceed the {predicted.max_concurrency} sequences "
                          f"of {settings.max_model_len} tokens the deployment holds at once: the rest queue "
@@ -312,6 +321,18 @@ class Advisor:
             notes.append(f"request rate {wl.request_rate} req/s exceeds the capacity of about "
                          f"{predicted.requests_per_s:.2f} req/s: the queue grows without bound; TTFT is the "
                          "value at the edge of saturation")
+        if sim is not None and sim.result.saturated:
+            notes.append(f"in the simulation one replica completed {sim.result.requests_s:.3g} req/s of the "
+                         f"{sim.load_per_replica} offered: its queue grew for the whole run, so the simulated "
+                         "percentiles grow with the number of requests simulated")
+        if sim is not None and sim.result.preemptions:
+            notes.append(f"the KV cache ran out in the simulation: {sim.result.preemptions} preemptions "
+                         f"(requests evicted and recomputed) over {sim.result.requests + sim.result.warmup} "
+                         "requests")
+        if sim is not None and sim.result.clipped:
+            notes.append(f"{sim.result.clipped} of the {sim.result.requests} simulated requests had sampled lengths "
+                         f"cut to max_model_len {settings.max_model_len} (raise workload.max_context_tokens to keep "
+                         "the distribution's tail)")
         level = self.support.get((dep.engine, "weight", dep.weight_dtype, gpu.architecture))
         if level == "fallback":
             notes.append(f"{dep.weight_dtype} has no native tensor-core path on {gpu.architecture}: weights are "
@@ -328,7 +349,23 @@ class Advisor:
             settings=settings, confidence=confidence, launch=self.launch(model_name, dep, settings), notes=notes)
 
     @staticmethod
-    def predicted(res: Result, params: Params, i: int, wl: Workload) -> Predicted:
+    def predicted(res: Result, params: Params, i: int, wl: Workload, sim: Simulation | None = None) -> Predicted:
+        """The response's figures: means and throughput from the analytic model; percentiles from the
+        simulation when there is one, else an analytic tail."""
+        analytic = Advisor._analytic_predicted(res, params, i, wl)
+        if sim is None:
+            return analytic
+        s = simulated(sim)
+        tpot = s.tpot_ms
+        return analytic.model_copy(update={
+            "ttft_p50_ms": s.ttft_ms.p50, "ttft_p90_ms": s.ttft_ms.p90, "ttft_p95_ms": s.ttft_ms.p95,
+            "ttft_p99_ms": s.ttft_ms.p99, "e2e_p95_ms": s.e2e_ms.p95,
+            **({"tpot_p50_ms": tpot.p50, "tpot_p90_ms": tpot.p90, "tpot_p95_ms": tpot.p95, "tpot_p99_ms": tpot.p99}
+               if tpot is not None else {}),
+            "percentile_method": percentile_method(sim), "simulation": s})
+
+    @staticmethod
+    def _analytic_predicted(res: Result, params: Params, i: int, wl: Workload) -> Predicted:
         ttft = float(res.ttft_s[i])
         tpot = float(res.tpot_s[i])
         # the part of TTFT that is waiting (queue, arrival wave) rather than this prompt's own prefill

@@ -19,12 +19,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpu_catalog.schema import GpuSpec
+from service import verify
 from service.advisor import QUANTILES, Advisor, InvalidRequest
 from service.core import search
 from service.core.calibration import calibration_engine
 from service.core.costmodel import MODE_STATIC, MODES, Candidates, Params, serve, static_terms, take_rows
 from service.core.engine_defaults import EngineDefaults, is_current, resolve
-from service.schemas.predictions import Deployment, EngineArgs, Launch, PredictionRequest, PredictionResponse
+from service.schemas.predictions import Cost, Deployment, EngineArgs, Launch, Predicted, PredictionRequest
 from service.schemas.recommendations import (
     DEFAULT_MAX_GPUS,
     Closest,
@@ -425,9 +426,12 @@ class Recommender:
         elif objective == "min_latency":
             o = search.rank_order(e2e, s.ttft_ms[idx], usd_h)
         else:   # balanced: cost per token and latency, each relative to the best feasible value
-            with np.errstate(divide="ignore", invalid="ignore"):
-                score = np.log(usd_m / np.nanmin(usd_m)) + np.log(e2e / np.nanmin(e2e)) if len(idx) else usd_m
-            o = search.rank_order(score, usd_h, e2e)
+            def relative(v: F) -> F:
+                finite = v[np.isfinite(v) & (v > 0)]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    return np.log(v / finite.min()) if len(finite) else np.zeros_like(v)
+
+            o = search.rank_order(relative(usd_m) + relative(e2e), usd_h, e2e)
         return idx[o]
 
     # --- the answer ----------------------------------------------------------------------------------
@@ -450,37 +454,75 @@ class Recommender:
         recs: list[Recommendation] = []
         chosen: list[int] = []
         skipped: dict[str, str] = {}
+        # when the SLA names a percentile, each candidate's simulated tail (its prediction simulates the
+        # scheduler) must meet it too: one that does not is dropped for the next, within a bounded number
+        verifying = ap.percentile != "mean" and req.simulation.enabled
+        dropped: list[str] = []
+        tried = 0
         for i in search.first_per_group(ranked, s.layout):
-            if len(recs) == req.top_k:
+            if len(recs) == req.top_k or (verifying and tried == req.top_k + verify.MAX_EXTRA_CANDIDATES):
                 break
+            tried += 1
+            if verifying and (error := self._launch_error(req, s, int(i))):
+                skipped.setdefault(f"{s.layouts[int(s.layout[i])][0]} {s.layouts[int(s.layout[i])][3]}", error)
+                continue                        # not simulated: it would not be shown
             rec = self._recommendation(req, ap, s, int(i), len(recs) + 1)
             if rec.launch.error:
                 skipped.setdefault(f"{rec.deployment.engine} {rec.deployment.weight_dtype}", rec.launch.error)
                 continue
+            over = verify.tail_violations(rec, ap.sla, ap.percentile) if verifying else []
+            if over:
+                d = rec.deployment
+                dropped.append(f"dropped after simulation: {d.replicas} x TP{d.tp} {d.gpu} {d.weight_dtype}/"
+                               f"{d.kv_dtype} on {d.engine}: {'; '.join(over)}")
+                continue
             recs.append(rec)
             chosen.append(int(i))
+        moved = False
+        if verifying and recs:
+            recs, order = verify.rerank(recs, ap.objective, offline, ap.percentile, lambda r, k: self._why(
+                ap, r.deployment, r.predicted, r.cost, r.binding_constraint, r.headroom, k, req))
+            moved = order != sorted(order)
+            chosen = [chosen[j] for j in order]
+        if verifying and dropped and len(recs) < req.top_k:
+            dropped.append(f"verification stopped after {tried} candidates (at most top_k + "
+                           f"{verify.MAX_EXTRA_CANDIDATES} are simulated)" if tried == req.top_k
+                           + verify.MAX_EXTRA_CANDIDATES else "no further candidate in the ranking")
         top = np.asarray(chosen, dtype=np.int64)
         pareto = self._pareto(s, ranked, top)
         explanation = None
-        if not len(feasible):
+        stats_of = s
+        if not recs:
             # the search scored only what it needed for a verdict: score each layout and setting at its
             # fewest and most replicas, every solve done, for the account
             s = self.search(req, ap, scope="ends")
             explanation = self._explain(req, ap, s, self.violations(s, ap))
+            if len(feasible):
+                # the model found deployments that meet the SLA, but none can be offered as ready to run
+                why = [f"{k}: {v}" for k, v in skipped.items()] + [d for d in dropped if d.startswith("dropped")]
+                explanation.summary = (f"{len(feasible) if stats_of.feasible_total < 0 else stats_of.feasible_total}"
+                                       " candidates meet every constraint in the analytic model, but none can be "
+                                       "offered: " + "; ".join(why[:3]))
+                explanation.main_obstacle = "launch" if skipped and not dropped else "simulated tail"
         elapsed_ms = (time.perf_counter() - t0) * MS_PER_S
-        stats = SearchStats(candidates=s.generated, scored=s.scored, solved=s.solved,
-                            feasible=len(feasible) if s.feasible_total < 0 else s.feasible_total,
+        stats = SearchStats(candidates=stats_of.generated, scored=stats_of.scored, solved=stats_of.solved,
+                            feasible=len(feasible) if stats_of.feasible_total < 0 else stats_of.feasible_total,
                             elapsed_ms=round(elapsed_ms, 2))
         return RecommendationResponse(
-            id="", feasible=bool(len(feasible)), model=model.id, recommendations=recs, pareto=pareto, search=stats,
+            # feasible: something is offered (the analytic verdict, less what the simulation or launch overturned)
+            id="", feasible=bool(recs), model=model.id,
+            recommendations=recs, pareto=pareto, search=stats,
             applied={"sla": ap.sla.model_dump(), "constraints": ap.constraints.model_dump(),
                      "objective": ap.objective, "scenario": req.scenario},
             percentile_method=(
+                verify.method(ap.percentile, len(recs), req.simulation_options.requests or 0, req.simulation.seed,
+                              sum(d.startswith("dropped") for d in dropped), moved)
+                if req.simulation.enabled else
                 "mean: the analytic steady state" if ap.percentile == "mean" else
-                f"{ap.percentile}: analytic; TTFT puts an exponential tail on the queueing part of the mean TTFT, "
-                "TPOT uses the mean (each request's TPOT averages many steps); not yet simulated"),
+                f"{ap.percentile}: analytic (simulation disabled); TTFT puts an exponential tail on the queueing "
+                "part of the mean TTFT, TPOT uses the mean (each request's TPOT averages many steps)"),
             explanation=explanation, calibration_version=adv.cal.version,
-            notes=[f"passed over {k}: {v}" for k, v in skipped.items()])
+            notes=[*(f"passed over {k}: {v}" for k, v in skipped.items()), *dropped])
 
     def deployment(self, s: Scored, i: int) -> Deployment:
         e, v, g, w, k, tp, pp = s.layouts[int(s.layout[i])]
@@ -497,14 +539,14 @@ class Recommender:
                         rank: int) -> Recommendation:
         adv = self.advisor
         dep = self.deployment(s, i)
+        # the simulation verifies tails: with an SLA on means the percentile fields stay analytic (faster)
+        opts = req.simulation_options
+        sim = opts if ap.percentile != "mean" else opts.model_copy(update={"enabled": False})
         pred = adv.predict(PredictionRequest(model=req.model, model_spec=req.model_spec, deployment=dep,
-                                             workload=req.workload))
+                                             workload=req.workload, simulation=sim))
         assert pred.predicted is not None
         p = pred.predicted
-        pct = ap.percentile
-        values = {"ttft_ms": p.ttft_ms if pct == "mean" else getattr(p, f"ttft_{pct}_ms"),
-                  "tpot_ms": p.tpot_ms if pct == "mean" else getattr(p, f"tpot_{pct}_ms"),
-                  "e2e_ms": p.e2e_ms if pct == "mean" else p.e2e_ms - p.ttft_ms + getattr(p, f"ttft_{pct}_ms")}
+        values = verify.sla_values(p, ap.percentile)
         headroom: dict[str, float] = {}
         for name in SLA_METRICS:
             limit = getattr(ap.sla, name)
@@ -520,16 +562,21 @@ class Recommender:
             rank=rank, deployment=dep, predicted=p, memory_per_gpu_gb=pred.memory_per_gpu_gb, cost=pred.cost,
             binding_constraint=binding, headroom=headroom, quality=quality, confidence=pred.confidence,
             launch=pred.launch or Launch(error="no launch: the deployment does not fit"),
-            why=self._why(ap, dep, pred, binding, headroom, rank, req))
+            why=self._why(ap, dep, p, pred.cost, binding, headroom, rank, req))
+
+    def _launch_error(self, req: RecommendationRequest, s: Scored, i: int) -> str | None:
+        """Why candidate ``i`` cannot be launched as asked (checked before it is simulated), or None."""
+        adv = self.advisor
+        dep = self.deployment(s, i)
+        settings, _ = adv.settings_for(dep, adv.gpus[dep.gpu], req.workload)
+        name = req.model or (req.model_spec.name if req.model_spec else "")
+        return adv.launch(name, dep, settings).error
 
     @staticmethod
-    def _why(ap: Applied, dep: Deployment, pred: PredictionResponse, binding: str | None, headroom: dict[str, float],
+    def _why(ap: Applied, dep: Deployment, p: Predicted, cost: Cost, binding: str | None, headroom: dict[str, float],
              rank: int, req: RecommendationRequest) -> str:
-        p = pred.predicted
-        assert p is not None
         layout = (f"{dep.replicas} x " if dep.replicas > 1 else "") + (
             f"TP{dep.tp} " if dep.tp > 1 else "") + f"{dep.gpu} {dep.weight_dtype} on {dep.engine}"
-        cost = pred.cost
         money = (f"${cost.usd_per_hour:.2f}/h, ${cost.usd_per_million_output_tokens:.3f} per million output tokens"
                  if cost.usd_per_hour and cost.usd_per_million_output_tokens else "no public price")
         goal = {"min_cost": "cheapest", "max_throughput": "highest-throughput", "min_latency": "fastest",

@@ -17,6 +17,44 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# Histogram of a length distribution: at most this many bins; its mean must be within this share of the
+# workload's stated mean (the analytic model uses the stated mean, the simulation the histogram).
+MAX_HISTOGRAM_BINS = 1000
+HISTOGRAM_MEAN_TOLERANCE = 0.05
+# Simulated requests per prediction: bounds on what one request may ask for (time grows linearly, ~5 us each).
+MIN_SIM_REQUESTS = 100
+MAX_SIM_REQUESTS = 20_000
+DEFAULT_SIM_REQUESTS = 2000
+
+
+class LengthBin(_Body):
+    tokens: int = Field(ge=1, le=MAX_TOKENS_PER_REQUEST, description="a length, tokens")
+    weight: float = Field(gt=0, le=1e12, description="its relative frequency (any scale)")
+
+
+class LengthDistribution(_Body):
+    """How a length varies across requests around the workload's mean (``input_tokens`` or
+    ``output_tokens``): give ``std_tokens`` (lengths drawn from a lognormal with that mean and standard
+    deviation) or ``histogram`` (lengths drawn from its bins; their weighted mean must match the stated
+    mean within 5%). Used by the simulation behind the percentiles; the means stay analytic."""
+
+    std_tokens: float | None = Field(default=None, ge=0, le=MAX_TOKENS_PER_REQUEST,
+                                     description="standard deviation of the length, tokens")
+    histogram: list[LengthBin] | None = Field(default=None, min_length=1, max_length=MAX_HISTOGRAM_BINS)
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> LengthDistribution:
+        if (self.std_tokens is None) == (self.histogram is None):
+            raise ValueError("give exactly one of std_tokens or histogram")
+        return self
+
+    def histogram_mean(self) -> float | None:
+        if not self.histogram:
+            return None
+        total = sum(b.weight for b in self.histogram)
+        return sum(b.tokens * b.weight for b in self.histogram) / total
+
+
 class Workload(_Body):
     """What the deployment serves. Exactly one of ``concurrency``, ``request_rate``, ``offline``."""
 
@@ -35,6 +73,10 @@ class Workload(_Body):
     num_requests: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY, description="offline: requests in the job")
     prefix_cache_hit_rate: float = Field(default=0.0, ge=0.0, le=1.0,
                                          description="share of prompt tokens served from the prefix cache")
+    input_distribution: LengthDistribution | None = Field(
+        default=None, description="how prompt lengths vary around input_tokens (default: all equal)")
+    output_distribution: LengthDistribution | None = Field(
+        default=None, description="how output lengths vary around output_tokens (default: all equal)")
 
     @model_validator(mode="after")
     def _one_load(self) -> Workload:
@@ -45,6 +87,13 @@ class Workload(_Body):
                              f"(got {', '.join(given) or 'none'})")
         if self.max_context_tokens is not None and self.max_context_tokens < self.input_tokens + self.output_tokens:
             raise ValueError("max_context_tokens must be at least input_tokens + output_tokens")
+        for name, dist, mean in (("input", self.input_distribution, self.input_tokens),
+                                 ("output", self.output_distribution, self.output_tokens)):
+            h_mean = dist.histogram_mean() if dist else None
+            if h_mean is not None and abs(h_mean / mean - 1.0) > HISTOGRAM_MEAN_TOLERANCE:
+                raise ValueError(f"{name}_distribution.histogram has mean {h_mean:.1f} tokens but {name}_tokens is "
+                                 f"{mean}: set {name}_tokens to the histogram's mean (within "
+                                 f"{HISTOGRAM_MEAN_TOLERANCE:.0%})")
         return self
 
     @property
@@ -72,7 +121,7 @@ class EngineArgs(_Body):
                                                  description="vLLM: share of total GPU memory the instance may use")
     kv_cache_free_gpu_memory_fraction: float | None = Field(
         default=None, gt=0, le=1, description="TensorRT-LLM: share of memory free after weights given to the KV cache")
-    max_model_len: int | None = Field(default=None, ge=16, le=MAX_TOKENS_PER_REQUEST,
+    max_model_len: int | None = Field(default=None, ge=2, le=MAX_TOKENS_PER_REQUEST,
                                       description="longest sequence (prompt + output) accepted")
     enable_chunked_prefill: bool | None = None
     enable_prefix_caching: bool | None = None
@@ -131,12 +180,26 @@ class InlineModel(_Body):
     active_params_b: float | None = Field(default=None, gt=0, le=100_000)
 
 
+class SimulationOptions(_Body):
+    """The scheduler simulation behind the percentile fields."""
+
+    enabled: bool = Field(default=True, description="false: analytic percentiles only (an exponential tail on "
+                          "the queueing part of the mean TTFT), no simulation")
+    requests: int | None = Field(default=None, ge=MIN_SIM_REQUESTS, le=MAX_SIM_REQUESTS,
+                                 description=f"requests measured (after a warm-up; the p99 rests on the slowest 1%); "
+                                 f"default {DEFAULT_SIM_REQUESTS} for a prediction, 1000 per candidate verified by "
+                                 "a recommendation")
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="random seed of arrivals and lengths "
+                      "(the same seed gives the same answer)")
+
+
 class PredictionRequest(_Body):
     model: str | None = Field(default=None, description="HF repo id (GET /v1/models)",
                               examples=["meta-llama/Llama-3.1-70B-Instruct"])
     model_spec: InlineModel | None = None
     deployment: Deployment
     workload: Workload
+    simulation: SimulationOptions = Field(default_factory=SimulationOptions)
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "model": "meta-llama/Llama-3.1-70B-Instruct",
@@ -150,6 +213,38 @@ class PredictionRequest(_Body):
         if (self.model is None) == (self.model_spec is None):
             raise ValueError("give exactly one of model (a catalog id) or model_spec (an inline architecture)")
         return self
+
+
+class LatencyStats(BaseModel):
+    mean: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+
+
+class Simulated(BaseModel):
+    """What the simulation of one replica's scheduler found (the source of the percentile fields)."""
+
+    requests: int = Field(description="requests measured")
+    warmup_requests: int = Field(description="requests simulated before measuring (dropped)")
+    seed: int
+    load_per_replica: str = Field(description="the load one replica was simulated at")
+    ttft_ms: LatencyStats
+    tpot_ms: LatencyStats | None = Field(description="per request: (E2E - TTFT) / (output tokens - 1); null when "
+                                         "every output is one token")
+    itl_ms: LatencyStats | None = Field(description="every gap between consecutive tokens (token-weighted); null "
+                                        "when every output is one token")
+    e2e_ms: LatencyStats
+    queue_ms: LatencyStats = Field(description="waiting for admission (a free slot, KV cache, token budget)")
+    replica_output_tok_s: float = Field(description="generated tokens/s of one replica over the measured window")
+    replica_requests_per_s: float
+    batch_per_replica: float = Field(description="sequences decoding, time-averaged")
+    preemptions: int = Field(description="requests evicted from the KV cache and recomputed")
+    saturated: bool = Field(description="completions fell short of the offered rate: the queue grew all run "
+                            "(percentiles then grow with the number of requests simulated)")
+    clipped_requests: int = Field(description="measured requests whose sampled lengths were cut to max_model_len")
+    scheduler: str = Field(description="the admission and batching policy simulated")
 
 
 class Predicted(BaseModel):
@@ -173,6 +268,8 @@ class Predicted(BaseModel):
     prefill_ms: float = Field(description="one prompt alone on an idle replica")
     compute_bound_share: float = Field(description="share of the decode step spent on compute (vs memory)")
     percentile_method: str
+    simulation: Simulated | None = Field(default=None, description="the scheduler simulation the percentiles "
+                                         "come from (null when disabled)")
 
 
 class MemoryPerGpu(BaseModel):

@@ -14,10 +14,14 @@ from service.schemas.predictions import (
     Launch,
     MemoryPerGpu,
     Predicted,
+    SimulationOptions,
     Workload,
 )
 
 MAX_TOP_K = 50
+# Requests simulated per verified candidate by default: half a prediction's (each recommendation verified
+# costs one simulation, ~6 ms at this size; benchmarks/sim_speed.py measures it).
+RECOMMENDATION_SIM_REQUESTS = 1000
 MAX_LIST = 64
 # Default and largest number of GPUs a search may use (8 nodes of 8): a bound on the work of one request.
 DEFAULT_MAX_GPUS = 64
@@ -81,6 +85,17 @@ class RecommendationRequest(_Body):
     objective: Objective | None = Field(default=None, description="default min_cost")
     scenario: Scenario | None = None
     top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
+    simulation: SimulationOptions = Field(
+        default_factory=SimulationOptions,
+        description="the scheduler simulation that verifies the top candidates when the SLA names a percentile "
+        f"(default {RECOMMENDATION_SIM_REQUESTS} requests each: POST /v1/predictions with simulation.requests "
+        f"{RECOMMENDATION_SIM_REQUESTS} gives the same percentiles); with an SLA on means the percentile fields "
+        "stay analytic")
+
+    @property
+    def simulation_options(self) -> SimulationOptions:
+        """The simulation each verified candidate gets (the request's, with this endpoint's default count)."""
+        return self.simulation.model_copy(update={"requests": self.simulation.requests or RECOMMENDATION_SIM_REQUESTS})
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "model": "meta-llama/Llama-3.1-8B-Instruct",

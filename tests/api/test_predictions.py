@@ -145,3 +145,90 @@ def test_engine_choices_are_listed(client: TestClient) -> None:
     err = problem(client, with_(EXAMPLE, "deployment", engine="sglang"))
     assert err["field"] == ["deployment", "engine"]
     assert "vllm" in str(err["errors"][0].get("valid", "")) or "vllm" in err["detail"]
+
+
+# --- percentiles from the scheduler simulation -----------------------------------------------------
+
+RATE = with_(EXAMPLE, "workload", concurrency=None, request_rate=4.0)
+
+
+def test_percentiles_come_from_a_reproducible_simulation(client: TestClient) -> None:
+    first, again = predict(client, RATE), predict(client, RATE)
+    assert first["predicted"] == again["predicted"]                  # same seed, same answer
+    p = first["predicted"]
+    sim = p["simulation"]
+    assert "simulated: 2000 requests (seed 0)" in p["percentile_method"]
+    assert sim["requests"] == 2000 and sim["seed"] == 0 and sim["warmup_requests"] > 0
+    assert (p["ttft_p50_ms"], p["ttft_p95_ms"], p["ttft_p99_ms"]) == (
+        sim["ttft_ms"]["p50"], sim["ttft_ms"]["p95"], sim["ttft_ms"]["p99"])
+    assert p["tpot_p99_ms"] == sim["tpot_ms"]["p99"] and p["e2e_p95_ms"] == sim["e2e_ms"]["p95"]
+    for name in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms"):
+        s = sim[name]
+        assert 0 <= s["p50"] <= s["p90"] <= s["p95"] <= s["p99"], name
+    # Poisson arrivals: TTFT varies; a replica at 4 req/s completes about that many
+    assert sim["ttft_ms"]["p99"] > sim["ttft_ms"]["p50"]
+    assert sim["replica_requests_per_s"] == _approx(4.0, 0.1)
+    other = predict(client, {**RATE, "simulation": {"seed": 7, "requests": 500}})["predicted"]
+    assert other["simulation"]["seed"] == 7 and other["simulation"]["requests"] == 500
+    assert other["ttft_p99_ms"] != p["ttft_p99_ms"]
+    assert other["ttft_ms"] == p["ttft_ms"] and other["tpot_ms"] == p["tpot_ms"]     # the means are analytic
+
+
+def test_simulation_can_be_turned_off(client: TestClient) -> None:
+    p = predict(client, {**RATE, "simulation": {"enabled": False}})["predicted"]
+    assert p["simulation"] is None and p["percentile_method"].startswith("analytic")
+    assert p["tpot_p99_ms"] == p["tpot_ms"]
+
+
+def test_spread_of_output_lengths_widens_the_e2e_tail(client: TestClient) -> None:
+    base = with_(RATE, "workload", request_rate=2.0, max_context_tokens=8192)
+    fixed = predict(client, base)["predicted"]
+    spread = predict(client, with_(base, "workload", output_distribution={"std_tokens": 128}))["predicted"]
+    # 128 +- 128 tokens (lognormal): the slowest requests generate several times the mean
+    assert spread["simulation"]["e2e_ms"]["p99"] > 2 * fixed["simulation"]["e2e_ms"]["p99"]
+    assert spread["e2e_ms"] == fixed["e2e_ms"]
+    hist = {"histogram": [{"tokens": 1024, "weight": 3}, {"tokens": 4096, "weight": 1}]}    # mean 1792
+    body = predict(client, with_(base, "workload", input_tokens=1792, input_distribution=hist))
+    assert body["predicted"]["simulation"]["clipped_requests"] == 0
+    assert body["predicted"]["simulation"]["ttft_ms"]["p99"] > 1.5 * body["predicted"]["simulation"]["ttft_ms"]["p50"]
+
+
+def test_histogram_mean_must_match_the_stated_length(client: TestClient) -> None:
+    hist = {"histogram": [{"tokens": 100, "weight": 1}, {"tokens": 300, "weight": 1}]}
+    err = problem(client, with_(EXAMPLE, "workload", input_distribution=hist))
+    assert err["field"][0] == "workload" and "mean 200.0" in err["detail"]
+    both = {"std_tokens": 5, "histogram": hist["histogram"]}
+    err = problem(client, with_(EXAMPLE, "workload", output_distribution=both))
+    assert "exactly one of std_tokens or histogram" in err["detail"]
+
+
+def test_lengths_beyond_max_model_len_are_cut_and_said(client: TestClient) -> None:
+    body = predict(client, with_(RATE, "workload", output_distribution={"std_tokens": 256}))
+    sim = body["predicted"]["simulation"]
+    assert sim["clipped_requests"] > 0
+    assert any("cut to max_model_len 2176" in n for n in body["notes"])
+
+
+def test_more_clients_than_a_simulation_takes_stay_analytic(client: TestClient) -> None:
+    body = predict(client, with_(EXAMPLE, "workload", concurrency=50_000))
+    assert body["predicted"]["simulation"] is None
+    assert any(n.startswith("not simulated: 50000 clients per replica") for n in body["notes"])
+
+
+def test_trtllm_without_chunked_prefill_makes_long_prompts_wait(client: TestClient) -> None:
+    # 8190-token prompts in the default 8192-token budget: a whole prompt fits only beside at most two
+    # decodes, so with chunking off it waits for the batch to drain (measured: p50 TTFT 6.2 s against 2.6 s)
+    body = with_(EXAMPLE, "workload", input_tokens=8190, concurrency=8)
+    chunked = predict(client, body)["predicted"]["simulation"]
+    whole = predict(client, with_(body, "deployment", engine_args={"enable_chunked_prefill": False}))
+    sim = whole["predicted"]["simulation"]
+    assert "whole prompts only" in sim["scheduler"] and "prompts chunked" in chunked["scheduler"]
+    assert sim["ttft_ms"]["p50"] > 2 * chunked["ttft_ms"]["p50"]
+    assert sim["batch_per_replica"] < chunked["batch_per_replica"]
+
+
+def test_one_token_outputs_have_no_simulated_tpot(client: TestClient) -> None:
+    p = predict(client, with_(RATE, "workload", output_tokens=1))["predicted"]
+    sim = p["simulation"]
+    assert sim["tpot_ms"] is None and sim["itl_ms"] is None and sim["ttft_ms"]["p99"] > 0
+    assert p["tpot_p99_ms"] == p["tpot_ms"]                          # no gap to simulate: the analytic figure

@@ -145,3 +145,58 @@ def test_unknown_objective_lists_the_choices(client: TestClient) -> None:
     r = client.post("/v1/recommendations", json={**CHAT_8B, "objective": "cheapest"})
     assert r.status_code == 422
     assert r.json()["field"] == ["objective"] and "min_cost" in r.text
+
+
+# --- verification of the top candidates by simulation ----------------------------------------------
+
+RATE_8B: dict[str, Any] = {
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "workload": {"input_tokens": 1024, "output_tokens": 256, "request_rate": 4.0},
+    "sla": {"ttft_ms": 1000, "tpot_ms": 50, "percentile": "p95"},
+    "constraints": {"gpus": ["l4", "a100-80gb-sxm", "h100-sxm"], "max_gpus": 8},
+}
+
+
+def test_percentile_sla_is_judged_on_the_simulated_tail(client: TestClient) -> None:
+    body = recommend(client, RATE_8B)
+    assert "verified by simulating 1000 requests each (seed 0)" in body["percentile_method"]
+    for r in body["recommendations"]:
+        sim = r["predicted"]["simulation"]
+        assert sim is not None and sim["requests"] == 1000
+        assert r["headroom"]["ttft_ms"] == pytest.approx(1 - sim["ttft_ms"]["p95"] / 1000, abs=1e-4)
+        assert r["headroom"]["tpot_ms"] == pytest.approx(1 - sim["tpot_ms"]["p95"] / 50, abs=1e-4)
+    # a recommendation carries what POST /v1/predictions says with the same simulation options
+    top = body["recommendations"][0]
+    again = client.post("/v1/predictions", json={"model": RATE_8B["model"], "deployment": top["deployment"],
+                                                  "workload": RATE_8B["workload"], "simulation": {"requests": 1000}})
+    assert again.json()["predicted"] == top["predicted"]
+
+
+def test_a_candidate_whose_simulated_tail_breaks_the_sla_is_dropped(client: TestClient) -> None:
+    # the analytic ranking's first choice, and its analytic and simulated p95 TTFT
+    analytic = recommend(client, {**RATE_8B, "simulation": {"enabled": False}})["recommendations"][0]
+    dep, p95_analytic = analytic["deployment"], analytic["predicted"]["ttft_p95_ms"]
+    sim = client.post("/v1/predictions", json={"model": RATE_8B["model"], "deployment": dep,
+                                                "workload": RATE_8B["workload"], "simulation": {"requests": 1000}})
+    p95_sim = sim.json()["predicted"]["ttft_p95_ms"]
+    # the first token leaves at the end of the whole mixed step (its decodes too): the simulated tail is longer
+    assert p95_sim > p95_analytic
+    limit = (p95_analytic + p95_sim) / 2            # the analytic model passes it, the simulation does not
+    body = recommend(client, {**RATE_8B, "sla": {**RATE_8B["sla"], "ttft_ms": limit}})
+    assert any(n.startswith("dropped after simulation") and dep["gpu"] in n for n in body["notes"])
+    assert all(r["deployment"] != dep for r in body["recommendations"])
+    assert all(r["predicted"]["ttft_p95_ms"] <= limit for r in body["recommendations"])
+    assert "dropped" in body["percentile_method"]
+
+
+def test_min_latency_is_ranked_on_the_simulated_latency(client: TestClient) -> None:
+    body = recommend(client, {**RATE_8B, "objective": "min_latency"})
+    e2e = [r["predicted"]["simulation"]["e2e_ms"]["p95"] for r in body["recommendations"]]
+    assert len(e2e) > 1 and e2e == sorted(e2e)
+    assert [r["rank"] for r in body["recommendations"]] == list(range(1, len(e2e) + 1))
+
+
+def test_an_sla_on_means_keeps_analytic_percentiles(client: TestClient) -> None:
+    body = recommend(client, {**RATE_8B, "sla": {"ttft_ms": 1000, "percentile": "mean"}})
+    assert body["percentile_method"].startswith("mean: the analytic steady state")
+    assert all(r["predicted"]["simulation"] is None for r in body["recommendations"])

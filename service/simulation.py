@@ -1,0 +1,130 @@
+"""The scheduler simulation for the API: a request's workload and deployment as a simulated replica, and the
+simulation's figures as the response's percentile fields.
+
+No web framework or database here; the core is service/core/simulate.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from service.core.costmodel import MODES, Params, Static
+from service.core.simulate import Lengths, Load, SimResult, Stat, replica, simulate
+from service.schemas.predictions import (
+    DEFAULT_SIM_REQUESTS,
+    Deployment,
+    LatencyStats,
+    LengthDistribution,
+    Simulated,
+    SimulationOptions,
+    Workload,
+)
+
+MS_PER_S = 1e3
+# Closed-loop clients one replica may be simulated with: every client's first request is simulated before
+# the measured ones, so the work grows with the clients (~5 us a request; 10,000 clients ~0.1 s). Beyond it
+# the percentiles stay analytic.
+MAX_SIM_CLIENTS_PER_REPLICA = 10_000
+VLLM_SCHEDULER = ("vLLM V1: decode-first, chunked prefill within max_num_batched_tokens, KV allocated as "
+                  "tokens are computed, the newest request preempted and recomputed when the cache runs out")
+TRTLLM_SCHEDULER = ("TensorRT-LLM in-flight batching: decode-first, GUARANTEED_NO_EVICT (a request is admitted "
+                    "only when prompt + output fit in the KV cache, never preempted), {chunking} within "
+                    "max_num_tokens")
+
+
+@dataclass
+class Simulation:
+    result: SimResult
+    load_per_replica: str
+    scheduler: str
+    mode: str                   # the workload's mode
+    fixed_lengths: bool         # no length distribution given
+
+
+def lengths(mean_tok: int, dist: LengthDistribution | None) -> Lengths:
+    if dist is None:
+        return Lengths(float(mean_tok))
+    if dist.histogram:
+        return Lengths(float(mean_tok), hist_tok=tuple(float(b.tokens) for b in dist.histogram),
+                       hist_weight=tuple(b.weight for b in dist.histogram))
+    return Lengths(float(mean_tok), std_tok=float(dist.std_tokens or 0.0))
+
+
+def skip_reason(dep: Deployment, wl: Workload) -> str | None:
+    """Why a workload is not simulated (its percentiles stay analytic), or None."""
+    if wl.concurrency is not None and math.ceil(wl.concurrency / dep.replicas) > MAX_SIM_CLIENTS_PER_REPLICA:
+        return (f"not simulated: {math.ceil(wl.concurrency / dep.replicas)} clients per replica exceed the "
+                f"{MAX_SIM_CLIENTS_PER_REPLICA} a simulation takes; the percentiles are analytic")
+    return None
+
+
+def simulate_deployment(static: Static, params: Params, dep: Deployment, wl: Workload,
+                        opts: SimulationOptions) -> Simulation:
+    """Candidate 0 of ``static`` (the deployment ``dep``) serving its share of ``wl`` on one replica."""
+    vllm = dep.engine == "vllm"
+    # vLLM V1 always chunks prompts (engines/vllm-*.yaml adjustments). TensorRT-LLM's flag defaults to off
+    # (trtllm-*.yaml), but whole prompts only would starve a prompt as long as max_num_tokens behind any
+    # decode, and the stored TensorRT-LLM runs show no such starvation (8192-token prompts at the default
+    # budget answered in ~1 s where whole-prompt scheduling simulates minutes: benchmarks/accuracy.py
+    # --simulate): its prompts are simulated chunked unless the request turns chunking off.
+    chunked = vllm or dep.engine_args.enable_chunked_prefill is not False
+    rep = replica(static, params, 0, chunked_prefill=chunked, reserve_full=not vllm)
+    n_rep = dep.replicas
+    requests = opts.requests or DEFAULT_SIM_REQUESTS
+    if wl.mode == "concurrency":
+        clients = wl.concurrency or 1
+        value = float(math.ceil(clients / n_rep))
+        share = (f"{clients} clients / {n_rep} replicas: {value:.0f} clients (the busiest replica)" if n_rep > 1
+                 else f"{clients} clients")
+    elif wl.mode == "request_rate":
+        value = float(wl.request_rate or 0.0) / n_rep
+        share = f"{value:.4g} req/s Poisson" + (f" ({wl.request_rate} req/s split over {n_rep} replicas)"
+                                               if n_rep > 1 else "")
+    else:
+        value = 0.0
+        if wl.num_requests:
+            requests = min(math.ceil(wl.num_requests / n_rep), requests)
+        share = f"{requests} requests at once"
+    load = Load(MODES[wl.mode], value, lengths(wl.input_tokens, wl.input_distribution),
+                lengths(wl.output_tokens, wl.output_distribution), requests=requests, seed=opts.seed)
+    scheduler = VLLM_SCHEDULER if vllm else TRTLLM_SCHEDULER.format(
+        chunking="prompts chunked" if chunked else "whole prompts only (enable_chunked_prefill: false)")
+    return Simulation(simulate(rep, load), share, scheduler, wl.mode,
+                      wl.input_distribution is None and wl.output_distribution is None)
+
+
+def _ms(stat: Stat, digits: int) -> LatencyStats | None:
+    if math.isnan(stat.mean):
+        return None
+    return LatencyStats(**{k: round(getattr(stat, k) * MS_PER_S, digits) for k in ("mean", "p50", "p90", "p95", "p99")})
+
+
+def simulated(sim: Simulation) -> Simulated:
+    r = sim.result
+    ttft, e2e, queue = _ms(r.ttft_s, 2), _ms(r.e2e_s, 1), _ms(r.queue_s, 2)
+    assert ttft is not None and e2e is not None and queue is not None   # every measured request has them
+    return Simulated(
+        requests=r.requests, warmup_requests=r.warmup, seed=r.seed, load_per_replica=sim.load_per_replica,
+        ttft_ms=ttft, tpot_ms=_ms(r.tpot_s, 3), itl_ms=_ms(r.itl_s, 3), e2e_ms=e2e, queue_ms=queue,
+        replica_output_tok_s=round(r.output_tok_s, 2), replica_requests_per_s=round(r.requests_s, 4),
+        batch_per_replica=round(r.batch_mean, 2), preemptions=r.preemptions, saturated=r.saturated,
+        clipped_requests=r.clipped, scheduler=sim.scheduler)
+
+
+def percentile_method(sim: Simulation) -> str:
+    r = sim.result
+    origin = {"offline": "latencies counted from admission (the job's own queue is simulation.queue_ms)",
+              "concurrency": f"steady state (clients start spread over a request cycle; {r.warmup} warm-up "
+              "requests dropped)",
+              "request_rate": f"steady state ({r.warmup} warm-up requests dropped)"}[sim.mode]
+    return (f"simulated: {r.requests} requests (seed {r.seed}) through a discrete-event simulation of one "
+            f"replica's scheduler at {sim.load_per_replica}, {origin}; every step timed by the calibrated step "
+            "model. TTFT, TPOT and E2E percentiles come from it (its means, ITL and queueing are in "
+            "simulation); ttft_ms, tpot_ms, e2e_ms and the throughput are the analytic steady-state model's, "
+            "fitted to benchmark runs (in closed loops their mean TTFT includes the first wave of clients "
+            "arriving together, which the simulation's steady state leaves out)"
+            + ("; lengths fixed as given: clients whose requests end in the same step send their next ones "
+               "together and can stay in step for the whole run (as in a fixed-length benchmark), which a "
+               "few percent of spread in the lengths breaks up: give input_distribution/output_distribution "
+               "for traffic whose lengths vary" if sim.fixed_lengths and sim.mode == "concurrency" else ""))
