@@ -121,6 +121,15 @@ def apply_scenario(req: RecommendationRequest) -> Applied:
                    percentile=percentile, max_quality=max_quality)
 
 
+def failing(viol: dict[str, NDArray[np.bool_]], n: int, besides: str | None = None) -> NDArray[np.bool_]:
+    """Candidates failing any constraint in ``viol`` (but ``besides``)."""
+    bad = np.zeros(n, dtype=bool)
+    for name, v in viol.items():
+        if name != besides:
+            bad |= v
+    return bad
+
+
 class Recommender:
     def __init__(self, advisor: Advisor) -> None:
         self.advisor = advisor
@@ -366,11 +375,12 @@ class Recommender:
     @staticmethod
     def latency_ok(s: Scored, ap: Applied) -> NDArray[np.bool_]:
         """Meets every bound that more replicas can only help: memory, capacity, the SLA (not the budget)."""
-        bad = np.zeros(len(s.fits), dtype=bool)
-        for name, v in Recommender.violations(s, ap).items():
-            if name != "max_usd_per_hour":
-                bad |= v
-        return ~bad
+        return ~failing(Recommender.violations(s, ap), len(s.fits), besides="max_usd_per_hour")
+
+    @staticmethod
+    def feasible(s: Scored, ap: Applied) -> NDArray[np.int64]:
+        """Indices of the candidates that meet every constraint."""
+        return np.flatnonzero(~failing(Recommender.violations(s, ap), len(s.fits)))
 
     def _empty(self, layouts: list[Any]) -> Scored:
         z, b, i = np.zeros(0), np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
@@ -442,11 +452,7 @@ class Recommender:
         model = adv.model_for(req.model, req.model_spec)
         ap = apply_scenario(req)
         s = self.search(req, ap)
-        viol = self.violations(s, ap)
-        bad = np.zeros(len(s.fits), dtype=bool)
-        for v in viol.values():
-            bad |= v
-        feasible = np.flatnonzero(~bad)
+        feasible = self.feasible(s, ap)
         offline = req.workload.mode == "offline"
         ranked = self.order(s, feasible, ap.objective, offline)
         # one per layout, best first; a layout the engine cannot be launched with as asked (no checkpoint
@@ -677,11 +683,7 @@ class Recommender:
         for name in [*SLA_METRICS, "min_output_tok_s", "max_usd_per_hour"]:
             if name not in viol or not viol[name].any():
                 continue
-            others = np.zeros(len(s.fits), dtype=bool)
-            for k, v in viol.items():
-                if k != name:
-                    others |= v
-            ok = np.flatnonzero(~others)
+            ok = np.flatnonzero(~failing(viol, len(s.fits), besides=name))
             if not len(ok):
                 continue
             if name == "min_output_tok_s":
@@ -715,11 +717,7 @@ class Recommender:
         def best_at(value: float) -> Deployment | None:
             sub = req.model_copy(update={"workload": wl.model_copy(update={field: value})})
             s = self.search(sub, ap)
-            viol = self.violations(s, ap)
-            bad = np.zeros(len(s.fits), dtype=bool)
-            for v in viol.values():
-                bad |= v
-            ok = np.flatnonzero(~bad)
+            ok = self.feasible(s, ap)
             return self.deployment(s, int(self.order(s, ok, ap.objective, False)[0])) if len(ok) else None
 
         # feasibility only improves as the load falls (the model is monotone in load): binary search for
@@ -758,11 +756,7 @@ class Recommender:
             ap2 = Applied(sla=ap.sla, constraints=cons.model_copy(update=change), objective="min_cost",
                           percentile=ap.percentile, max_quality=change.get("max_quality_loss", ap.max_quality))
             s = self.search(req, ap2)
-            viol = self.violations(s, ap2)
-            bad = np.zeros(len(s.fits), dtype=bool)
-            for v in viol.values():
-                bad |= v
-            ok = np.flatnonzero(~bad)
+            ok = self.feasible(s, ap2)
             if not len(ok):
                 out.append(Relaxation(kind=kind, value=None, detail=f"{what}: still nothing meets the bounds"))
                 continue
