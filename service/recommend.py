@@ -46,7 +46,9 @@ MS_PER_S = 1e3
 S_PER_HOUR = 3600.0
 TOKENS_PER_MILLION = 1e6
 
-# Scenario presets (the seed's three cases). Latency bounds in ms at the stated percentile.
+# Scenario presets: the brief's three cases with the bounds issue 4 states for them (chat: TTFT <= 200 ms
+# p95, TPOT <= 50 ms, no aggressive quantisation; api: TTFT within about a second, TPOT <= 100 ms; batch:
+# no latency SLA, cost per token first). Latency bounds in ms at the stated percentile.
 SCENARIOS: dict[str, dict[str, Any]] = {
     "chat": {"sla": {"ttft_ms": 200.0, "tpot_ms": 50.0, "percentile": "p95"},
              "max_quality_loss": "near-lossless", "objective": "min_cost"},
@@ -56,8 +58,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 QUALITY_RANK = {"lossless": 0, "near-lossless": 1, "noticeable": 2}
 
-# The engine-settings grid: each engine's own default for the GPU, plus these (deduplicated).
-# Fewer sequences per step lower TPOT at high load; a smaller token budget shortens each mixed step.
+# The engine-settings grid: each engine's own default for the GPU, plus these (deduplicated). A search
+# grid, not measured values: fewer sequences per step lower TPOT at high load; a smaller token budget
+# shortens each mixed step (and frees activation memory for the KV cache).
 MAX_NUM_SEQS_GRID = (64, 256)
 MAX_BATCHED_TOKENS_GRID = (4096,)
 # Replica counts tried (each bounded by max_gpus, and by the concurrency: idle replicas only cost).

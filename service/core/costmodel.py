@@ -75,8 +75,9 @@ _ROOT_STEPS = 12
 _SATURATION_SHARE = 0.999
 _MIN_DECODE_STEPS = 0.5
 # Smallest prefill chunk an engine schedules when decodes fill the token budget (vLLM and TensorRT-LLM
-# always make progress on a waiting prompt); and the utilisation at which the prefill queue is capped
-# (beyond it the steady state does not exist and the closed loop's own limit, Little's law, takes over).
+# always make progress on a waiting prompt; the size is a modelling choice, not an engine constant, and
+# the fitted efficiencies absorb it); and the utilisation at which the prefill queue is capped (beyond
+# it the steady state does not exist and the closed loop's own limit, Little's law, takes over).
 _MIN_CHUNK_TOK = 512.0
 _MAX_PREFILL_UTILISATION = 0.95
 # No bound on the requests ahead (open loops); finite so that a zero utilisation times it stays zero.
