@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     report = cross_validate(tables, ms, constants, group=args.group)
     elapsed = time.perf_counter() - t0
-    print(f"leave-one-{args.group}-out over {report['sources']} sources, {report['rows']} rows "
+    print(f"leave-one-{args.group}-out over {report['groups']} {args.group} groups ({report['sources']} sources), "
+          f"{report['rows']} rows "
           f"(quality={args.quality}; {sum(ms.skipped.values())} rows not scorable: {ms.skipped}); {elapsed:.0f} s")
     print("median / p90 absolute % error")
     print(_line("overall", report["overall"]))

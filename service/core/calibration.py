@@ -428,6 +428,7 @@ def cross_validate(tables: Tables, ms: MeasurementSet, constants: CostConstants,
             seg_used[i] = cal.lookup(k)[0]
     report = error_report(ms, pred, seg_used)
     report["held_out_by"] = group
+    report["groups"] = len(set(labels.tolist()))
     return report
 
 
