@@ -50,6 +50,13 @@ TOKENS_PER_MILLION = 1e6
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 
 
+def analytic_ttft_quantile_s(ttft_s: Any, fixed_s: Any, prefill_s: Any, q: float) -> Any:
+    """Quantile ``q`` of TTFT without a simulation: the waiting part of the mean TTFT (everything but the front
+    end and the prompt's own prefill) given an exponential tail. Floats or arrays."""
+    wait_s = np.maximum(ttft_s - fixed_s - prefill_s, 0.0)
+    return ttft_s - wait_s + wait_s * math.log(1.0 / (1.0 - q))
+
+
 class InvalidRequest(ValueError):
     """A request the catalog or the engines cannot serve: answered with 422 naming the field."""
 
@@ -368,12 +375,11 @@ class Advisor:
     def _analytic_predicted(res: Result, params: Params, i: int, wl: Workload) -> Predicted:
         ttft = float(res.ttft_s[i])
         tpot = float(res.tpot_s[i])
-        # the part of TTFT that is waiting (queue, arrival wave) rather than this prompt's own prefill
         base = float(params.ttft_fixed_s[i] if np.ndim(params.ttft_fixed_s) else params.ttft_fixed_s)
-        wait = max(ttft - base - float(res.prefill_s[i]), 0.0)
+        prefill = float(res.prefill_s[i])
 
         def ttft_q(q: float) -> float:
-            return (ttft - wait + wait * math.log(1.0 / (1.0 - q))) * MS_PER_S
+            return float(analytic_ttft_quantile_s(ttft, base, prefill, q)) * MS_PER_S
 
         return Predicted(
             ttft_ms=round(ttft * MS_PER_S, 2), ttft_p50_ms=round(ttft_q(QUANTILES["p50"]), 2),

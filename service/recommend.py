@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from gpu_catalog.schema import GpuSpec
 from service import verify
-from service.advisor import QUANTILES, Advisor, InvalidRequest
+from service.advisor import QUANTILES, Advisor, InvalidRequest, analytic_ttft_quantile_s
 from service.core import search
 from service.core.calibration import calibration_engine
 from service.core.costmodel import MODE_STATIC, MODES, Candidates, Params, serve, static_terms, take_rows
@@ -296,12 +296,11 @@ class Recommender:
             overloaded = np.zeros(n, dtype=bool)
             sel = np.flatnonzero(solve)
             if len(sel):
-                p_sel = Params(*(np.asarray(getattr(params, f))[sel] for f in Params.__dataclass_fields__))
+                p_sel = take_rows(params, sel)
                 res = serve(take_rows(st, sel), p_sel)
                 t_sel = res.ttft_s
                 if q is not None:
-                    wait = np.maximum(t_sel - p_sel.ttft_fixed_s - res.prefill_s, 0.0)
-                    t_sel = t_sel - wait + wait * math.log(1.0 / (1.0 - q))
+                    t_sel = analytic_ttft_quantile_s(t_sel, p_sel.ttft_fixed_s, res.prefill_s, q)
                 ttft[sel], tpot[sel], out_tok_s[sel] = t_sel, res.tpot_s, res.output_tok_s
                 overloaded[sel] = res.overloaded
             n_gpus = per_layout_gpus[li_c] * reps

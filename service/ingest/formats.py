@@ -486,22 +486,20 @@ def _gap_load(cfg: Mapping[str, Any] | None, hint: WorkloadHint) -> _Load:
     stated = False
     conc_path = rate_path = base
     if cfg is not None:
+        # the current layout nests the load under perf_analyzer.stimulus; the flat-argument era kept it at the top
         pa = cfg.get("perf_analyzer")
+        src: Mapping[str, Any] | None = None
         if isinstance(pa, Mapping) and pa.get("stimulus") is not None:
-            sp = _join(_join(base, "perf_analyzer"), "stimulus")
-            stim = _mapping(pa["stimulus"], sp)
-            conc_path, rate_path = _join(sp, "concurrency"), _join(sp, "request_rate")
-            if stim.get("concurrency") is not None:
-                conc = _count(stim["concurrency"], conc_path, minimum=1)
-            if stim.get("request_rate") is not None:
-                rate = _number(stim["request_rate"], rate_path, positive=True)
-            stated = conc is not None or rate is not None
+            src_path = _join(_join(base, "perf_analyzer"), "stimulus")
+            src = _mapping(pa["stimulus"], src_path)
         elif "concurrency" in cfg or "request_rate" in cfg:
-            conc_path, rate_path = _join(base, "concurrency"), _join(base, "request_rate")
-            if cfg.get("concurrency") is not None:
-                conc = _count(cfg["concurrency"], conc_path, minimum=1)
-            if cfg.get("request_rate") is not None:
-                rate = _number(cfg["request_rate"], rate_path, positive=True)
+            src, src_path = cfg, base
+        if src is not None:
+            conc_path, rate_path = _join(src_path, "concurrency"), _join(src_path, "request_rate")
+            if src.get("concurrency") is not None:
+                conc = _count(src["concurrency"], conc_path, minimum=1)
+            if src.get("request_rate") is not None:
+                rate = _number(src["request_rate"], rate_path, positive=True)
             stated = conc is not None or rate is not None
     concurrency = _reconcile(conc, stated, conc_path, hint.concurrency, "concurrency", used)
     request_rate = _reconcile(rate, stated, rate_path, hint.request_rate, "request_rate", used)

@@ -21,7 +21,8 @@ class _Body(BaseModel):
 # workload's stated mean (the analytic model uses the stated mean, the simulation the histogram).
 MAX_HISTOGRAM_BINS = 1000
 HISTOGRAM_MEAN_TOLERANCE = 0.05
-# Simulated requests per prediction: bounds on what one request may ask for (time grows linearly, ~5 us each).
+# Simulated requests per prediction: bounds on what one request may ask for (time grows linearly, ~9 us each:
+# benchmarks/sim_speed.py measured 107,000 simulated requests/s on 2 cores).
 MIN_SIM_REQUESTS = 100
 MAX_SIM_REQUESTS = 20_000
 DEFAULT_SIM_REQUESTS = 2000
@@ -193,10 +194,21 @@ class SimulationOptions(_Body):
                       "(the same seed gives the same answer)")
 
 
-class PredictionRequest(_Body):
+class ModelChoice(_Body):
+    """Which model: a catalog id, or an inline architecture; exactly one."""
+
     model: str | None = Field(default=None, description="HF repo id (GET /v1/models)",
                               examples=["meta-llama/Llama-3.1-70B-Instruct"])
     model_spec: InlineModel | None = None
+
+    @model_validator(mode="after")
+    def _one_model(self) -> ModelChoice:
+        if (self.model is None) == (self.model_spec is None):
+            raise ValueError("give exactly one of model (a catalog id) or model_spec (an inline architecture)")
+        return self
+
+
+class PredictionRequest(ModelChoice):
     deployment: Deployment
     workload: Workload
     simulation: SimulationOptions = Field(default_factory=SimulationOptions)
@@ -207,12 +219,6 @@ class PredictionRequest(_Body):
                        "weight_dtype": "fp8", "kv_dtype": "fp8", "engine": "trtllm"},
         "workload": {"input_tokens": 2048, "output_tokens": 128, "concurrency": 64},
     }]})
-
-    @model_validator(mode="after")
-    def _one_model(self) -> PredictionRequest:
-        if (self.model is None) == (self.model_spec is None):
-            raise ValueError("give exactly one of model (a catalog id) or model_spec (an inline architecture)")
-        return self
 
 
 class LatencyStats(BaseModel):

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from service.schemas.predictions import (
     Confidence,
     Cost,
     Deployment,
-    InlineModel,
     Launch,
     MemoryPerGpu,
+    ModelChoice,
     Predicted,
     SimulationOptions,
     Workload,
@@ -20,7 +20,7 @@ from service.schemas.predictions import (
 
 MAX_TOP_K = 50
 # Requests simulated per verified candidate by default: half a prediction's (each recommendation verified
-# costs one simulation, ~6 ms at this size; benchmarks/sim_speed.py measures it).
+# costs one simulation, ~9 ms at this size: 107,000 simulated requests/s in benchmarks/sim_speed.py).
 RECOMMENDATION_SIM_REQUESTS = 1000
 MAX_LIST = 64
 # Default and largest number of GPUs a search may use (8 nodes of 8): a bound on the work of one request.
@@ -64,7 +64,7 @@ class Constraints(_Body):
     engine_versions: dict[str, str] | None = Field(default=None, description="engine -> version (default newest)")
 
 
-class RecommendationRequest(_Body):
+class RecommendationRequest(ModelChoice):
     """A model, its traffic and its SLA: which deployments meet it, ranked.
 
     Scenarios fill what the request leaves out:
@@ -77,8 +77,6 @@ class RecommendationRequest(_Body):
       objective min_cost.
     """
 
-    model: str | None = Field(default=None, description="HF repo id (GET /v1/models)")
-    model_spec: InlineModel | None = None
     workload: Workload
     sla: Sla = Field(default_factory=Sla)
     constraints: Constraints = Field(default_factory=Constraints)
@@ -105,12 +103,6 @@ class RecommendationRequest(_Body):
                         "engines": ["vllm", "trtllm"]},
         "objective": "min_cost", "top_k": 5,
     }]})
-
-    @model_validator(mode="after")
-    def _one_model(self) -> RecommendationRequest:
-        if (self.model is None) == (self.model_spec is None):
-            raise ValueError("give exactly one of model (a catalog id) or model_spec (an inline architecture)")
-        return self
 
 
 class Recommendation(BaseModel):
