@@ -5,27 +5,39 @@ loop leaves; the scheduler it follows is described there. The loop keeps aggrega
 the batch each step (the decoding sequences' KV tokens at step g are ``d0 + b g``; each one's last step is
 in a heap), and advances runs of identical steps at once: pure decode steps up to the next completion,
 KV exhaustion or admissible arrival, and the chunks of one long prompt that fill the token budget.
+
+The loop is compiled to machine code by numba (``_loop``): as interpreted Python it cost ~20-40 us per
+event, and a recommendation simulates several candidates of a few thousand requests each. Its queues are
+arrays (a ring buffer for the waiting queue, a linked list for the running set in admission order, a
+binary heap of completion steps) so that it compiles in numba's nopython mode; ``NUMBA_DISABLE_JIT=1`` runs
+the same code as plain Python (tests/core/test_simulate.py checks that both give the same trace).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
+import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numba import njit
+from numpy.typing import NDArray
 
 from service.core.costmodel import MODE_CONCURRENCY, StepModel
+
+F = NDArray[np.float64]
+I_ = NDArray[np.int64]
 
 
 @dataclass
 class StepTable:
-    """Decode step times ``rows[batch][point]`` on an even grid of attended layer-tokens (full-attention layers x
+    """Decode step times ``rows[batch, point]`` on an even grid of attended layer-tokens (full-attention layers x
     context + sliding-window layers x min(context, window)): the step model is a smooth maximum of two lines
     in them, so interpolating linearly between points has no kink where a window fills."""
 
-    rows: list[list[float]]
+    rows: F
     u_lo: float                  # layer-tokens at the first point
     inv_du: float                # points per layer-token
     full_layers: float
@@ -38,7 +50,7 @@ class StepTable:
         row = self.rows[batch]
         x = (u - self.u_lo) * self.inv_du
         k = min(max(int(x), 0), len(row) - 2)
-        return row[k] + (x - k) * (row[k + 1] - row[k])
+        return float(row[k] + (x - k) * (row[k + 1] - row[k]))
 
 
 @dataclass
@@ -46,12 +58,13 @@ class Plan:
     """What the loop runs: the requests and their costs, the first arrivals, the replica's limits and step times."""
 
     mode: int
-    in_tok: list[int]
-    out_tok: list[int]
-    cp_s: list[float]            # replica time per prompt token carried by a decode step
-    pc_s: list[float]            # compute per prompt token when the prompt is prefilled alone
-    alone_s: list[float]         # the whole prompt as a step of its own
-    arrivals: list[tuple[float, int]]   # (time at the scheduler, request) of the requests sent so far, in order
+    in_tok: I_
+    out_tok: I_
+    cp_s: F                      # replica time per prompt token carried by a decode step
+    pc_s: F                      # compute per prompt token when the prompt is prefilled alone
+    alone_s: F                   # the whole prompt as a step of its own
+    arrival_s: F                 # time at the scheduler of the requests sent so far, in order ...
+    arrival_rid: I_              # ... and which requests they are
     next_rid: int                # closed loop: the request a client sends when its last one ends
     first_meas: int              # measured requests: [first_meas, end_meas)
     end_meas: int
@@ -63,18 +76,17 @@ class Plan:
     chunked: bool
     reserve: bool
     overhead_s: float            # per-step overhead
-    step: StepModel              # the candidate (one-row arrays): costs of recomputed prompts
-    one: StepModel               # the same with floats: carried and prefill-only steps
+    one: StepModel               # the candidate's step model with float fields (its Static as one-row arrays)
 
 
 @dataclass
 class Trace:
-    t_arr: list[float]           # at the scheduler (the client's send + the front end)
-    t_admit: list[float]         # first admission
-    t_first: list[float]
-    t_done: list[float]
-    itl_v: list[float]           # inter-token gaps ...
-    itl_w: list[float]           # ... and how many tokens each stands for
+    t_arr: F                     # at the scheduler (the client's send + the front end)
+    t_admit: F                   # first admission
+    t_first: F
+    t_done: F
+    itl_v: F                     # inter-token gaps ...
+    itl_w: F                     # ... and how many tokens each stands for
     window_s: float              # from the first measured arrival to the last measured completion
     tok_out: int                 # in the window
     tok_in: int
@@ -86,53 +98,130 @@ class Trace:
     simulated: int
 
 
-def run(plan: Plan) -> Trace:
-    """Run the loop until every measured request has finished."""
-    mode, in_tok, out_tok = plan.mode, plan.in_tok, plan.out_tok
-    CP, PC, ALONE = list(plan.cp_s), list(plan.pc_s), plan.alone_s
-    sm, one = plan.step, plan.one
-    table, u_lo, inv_du = plan.table.rows, plan.table.u_lo, plan.table.inv_du
-    full_l, win_l, win = plan.table.full_layers, plan.table.window_layers, plan.table.window_tok
-    top_k = len(table[0]) - 2
-    max_tok, max_run, cap = plan.max_tok, plan.max_run, plan.cap_tok
-    chunked, reserve, overhead_s, fixed_s = plan.chunked, plan.reserve, plan.overhead_s, plan.fixed_s
-    first_meas, end_meas = plan.first_meas, plan.end_meas
+def _coefficients(one: StepModel) -> F:
+    """The step model's scalars the loop needs, in the order ``_loop`` unpacks them."""
+    s = one.s
+    win = float(s.window_tok[0])
+    return np.asarray([
+        float(s.lin_flops_tok[0]), one.gemm_rate_flops_s, one.attn_rate_flops_s, float(s.heads_dims[0]),
+        float(s.full_layers[0]), float(s.window_layers[0]), win if win > 0 else math.inf, float(s.n_gpu[0]),
+        float(s.tp[0]), one.comm_per_tok_s, one.pp, float(bool(one.moe)), one.log_miss, one.expert_s,
+        one.weights_read_s, one.ar_latency_s, one.pp_handoff_s, one.ar_bytes_tok, one.link_bytes_s,
+    ], dtype=np.float64)
+
+
+def run(plan: Plan, compiled: bool = True) -> Trace:
+    """Run the loop until every measured request has finished (``compiled=False``: as plain Python)."""
+    tb = plan.table
+    loop = _loop if compiled else _loop.py_func
+    # every scalar cast to the type warm_up() compiles for (another type would compile the loop again)
+    out = loop(bool(plan.mode == MODE_CONCURRENCY), plan.in_tok.astype(np.int64), plan.out_tok.astype(np.int64),
+               plan.cp_s.astype(np.float64), plan.pc_s.astype(np.float64), plan.alone_s.astype(np.float64),
+               plan.arrival_s.astype(np.float64), plan.arrival_rid.astype(np.int64), int(plan.next_rid),
+               int(plan.first_meas), int(plan.end_meas), float(plan.fixed_s),
+               np.ascontiguousarray(tb.rows, dtype=np.float64), float(tb.u_lo), float(tb.inv_du),
+               float(tb.full_layers), float(tb.window_layers), float(tb.window_tok), int(plan.max_tok),
+               int(plan.max_run), float(plan.cap_tok), bool(plan.chunked), bool(plan.reserve),
+               float(plan.overhead_s), _coefficients(plan.one))
+    (t_arr, t_admit, t_first, t_done, itl_v, itl_w, window_s, tok_out, tok_in, done_window, busy_b_s,
+     preemptions, steps, events, simulated) = out
+    return Trace(t_arr=t_arr, t_admit=t_admit, t_first=t_first, t_done=t_done, itl_v=itl_v, itl_w=itl_w,
+                 window_s=window_s, tok_out=int(tok_out), tok_in=int(tok_in), done_window=int(done_window),
+                 busy_b_s=busy_b_s, preemptions=int(preemptions), steps=int(steps), events=int(events),
+                 simulated=int(simulated))
+
+
+def warm_up() -> float:
+    """Compile the loop (or load it from numba's on-disk cache) before the first request needs it; seconds taken.
+    Start-up calls it: compiling takes ~15 s on a 2-core machine, loading the cached code well under one."""
+    t0 = time.perf_counter()
+    one_i, one_f = np.ones(1, dtype=np.int64), np.ones(1)
+    coeffs = np.ones(19)
+    coeffs[11] = 0.0                                            # dense
+    _loop(False, one_i, one_i, one_f * 1e-3, one_f * 1e-3, one_f * 1e-3, np.zeros(1), np.zeros(1, dtype=np.int64),
+          1, 0, 1, 0.0, np.ones((2, 3)), 0.0, 1.0, 1.0, 0.0, math.inf, 16, 4, 1e6, True, False, 0.0, coeffs)
+    return time.perf_counter() - t0
+
+
+@njit(cache=True)
+def _smooth_max(a: float, b: float) -> float:
+    """costmodel._smooth_max on floats: (a^4 + b^4)^(1/4)."""
+    hi = max(a, b, 1e-30)
+    r = min(a, b) / hi
+    r *= r
+    r *= r
+    return hi * math.sqrt(math.sqrt(1.0 + r))
+
+
+@njit(cache=True)
+def _recomputed_costs(n_re: int, k: F) -> tuple[float, float]:
+    """StepModel.prefill_tok_s and prompt_compute_s / n of an ``n_re``-token prompt (a preempted request's
+    prompt + generated tokens), from the coefficients ``k`` (same operations, same order)."""
+    lin, gemm, attn, heads_dims, full_l, win_l, win, n_gpu, tp, comm_tok, pp = (
+        k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10])
+    n = float(n_re)
+    attn_prefill = heads_dims * (full_l * n * n + win_l * n * min(n, win))
+    cp = (lin / gemm + attn_prefill / n / attn) / n_gpu + comm_tok / pp
+    pc = (lin * n / (tp * gemm) + attn_prefill / (tp * attn)) / n
+    return cp, pc
+
+
+@njit(cache=True)
+def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival_s: F, arrival_rid: I_,
+          next_rid: int, first_meas: int, end_meas: int, fixed_s: float, table: F, u_lo: float, inv_du: float,
+          full_l: float, win_l: float, win: float, max_tok: int, max_run: int, cap: float, chunked: bool,
+          reserve: bool, overhead_s: float, k: F) -> Any:
+    moe, log_miss, expert_s, pp = k[11] > 0.0, k[12], k[13], k[10]
+    comm_tok, weights_read_s, ar_latency_s, pp_handoff_s, ar_bytes_tok, link_bytes_s = (
+        k[9], k[14], k[15], k[16], k[17], k[18])
+    top_k = table.shape[1] - 2
     total = len(in_tok)
     n_meas = end_meas - first_meas
-
-    def step_at(row: list[float], ctx: float) -> float:
-        x = (full_l * ctx + win_l * (ctx if ctx < win else win) - u_lo) * inv_du
-        k = int(x)
-        if k > top_k:
-            k = top_k
-        lo = row[k]
-        return lo + (x - k) * (row[k + 1] - lo)
-
     nan = math.nan
-    t_arr = [nan] * total
-    t_admit = [nan] * total
-    t_first = [nan] * total
-    t_done = [nan] * total
-    t_last = [0.0] * total
-    gen = [0] * total
+
+    t_arr = np.full(total, nan)
+    t_admit = np.full(total, nan)
+    t_first = np.full(total, nan)
+    t_done = np.full(total, nan)
+    t_last = np.zeros(total)
+    gen = np.zeros(total, dtype=np.int64)
     pf_rem = in_tok.copy()          # prompt tokens still to prefill (prompt + generated after a preemption)
-    pf_len = [0] * total            # length of the current (re)prefill
-    s0 = [0] * total                # step of a decoder's first decode
-    kv0 = [0] * total               # its KV tokens then
-    epoch = [0] * total             # bumped at preemption (stale heap entries are skipped)
-    decoding = [False] * total
-    in_run = [False] * total
+    pf_len = np.zeros(total, dtype=np.int64)    # length of the current (re)prefill
+    s0 = np.zeros(total, dtype=np.int64)        # step of a decoder's first decode
+    kv0 = np.zeros(total, dtype=np.int64)       # its KV tokens then
+    epoch = np.zeros(total, dtype=np.int64)     # bumped at preemption (stale heap entries are skipped)
+    decoding = np.zeros(total, dtype=np.bool_)
+    in_run = np.zeros(total, dtype=np.bool_)
 
-    arrivals: deque[tuple[float, int]] = deque(plan.arrivals)
-    for ts, rid in plan.arrivals:
-        t_arr[rid] = ts
-    next_rid = plan.next_rid
+    # arrivals: a first-in first-out queue (each request arrives once)
+    arr_t = np.empty(total + 1)
+    arr_r = np.empty(total + 1, dtype=np.int64)
+    a_head, a_tail = 0, len(arrival_s)
+    for i in range(a_tail):
+        arr_t[i], arr_r[i] = arrival_s[i], arrival_rid[i]
+        t_arr[arrival_rid[i]] = arrival_s[i]
+    # waiting: a ring buffer (first in line at w_head; a preempted request goes back to the front)
+    w_size = total + 1
+    w_buf = np.empty(w_size, dtype=np.int64)
+    w_head, w_len = 0, 0
+    # running: a doubly linked list in admission order (the newest is preempted first); node ``total`` is
+    # the sentinel, so r_prev[total] is the newest
+    r_next = np.full(total + 1, total, dtype=np.int64)
+    r_prev = np.full(total + 1, total, dtype=np.int64)
+    n_running = 0
+    # prompts partly prefilled, in admission order
+    pf_list = np.empty(total, dtype=np.int64)
+    pf_n = 0
+    pf_snap = np.empty(total, dtype=np.int64)
+    heap = [(0, 0, 0)]              # (step of the last decode, request, epoch)
+    heap.pop()
+    ch_rid = np.empty(total + 1, dtype=np.int64)    # this step's prompt chunks
+    ch_c = np.empty(total + 1, dtype=np.int64)
+    itl_v = [0.0]                   # inter-token gaps and their weights
+    itl_v.pop()
+    itl_w = [0.0]
+    itl_w.pop()
 
-    waiting: deque[int] = deque()
-    running: dict[int, None] = {}   # admission order (the newest is preempted first)
-    prefilling: list[int] = []
-    heap: list[tuple[int, int, int]] = []   # (step of the last decode, request, epoch)
-    heappush, heappop = heapq.heappush, heapq.heappop
     b = 0                           # sequences decoding
     d0 = 0                          # sum over decoders of kv0 - s0: their KV tokens at step g are d0 + b g
     pkv = 0                         # KV tokens of partial prefills
@@ -144,84 +233,96 @@ def run(plan: Plan) -> Trace:
     t_start = 0.0
     tok_out = tok_in = done_window = 0
     busy_b_s = 0.0
-    itl_v: list[float] = []
-    itl_w: list[float] = []
-
-    def preempt() -> int:
-        """The newest running request gives back its KV and goes first in the queue, to be recomputed."""
-        nonlocal b, d0, pkv, preemptions
-        victim = next(reversed(running))
-        del running[victim]
-        in_run[victim] = False
-        if decoding[victim]:
-            decoding[victim] = False
-            b -= 1
-            d0 -= kv0[victim] - s0[victim]
-            epoch[victim] += 1
-            t_last[victim] = t
-        else:
-            prefilling.remove(victim)
-            pkv -= pf_len[victim] - pf_rem[victim]
-        n_re = in_tok[victim] + gen[victim]
-        pf_rem[victim] = n_re
-        # the recomputed prompt is prompt + generated tokens: its per-token costs at that length
-        re_tok = np.asarray([float(n_re)])
-        CP[victim] = float(sm.prefill_tok_s(re_tok)[0])
-        PC[victim] = float(sm.prompt_compute_s(re_tok)[0]) / n_re
-        waiting.appendleft(victim)
-        preemptions += 1
-        return victim
-
-    def finish(rid: int) -> None:
-        nonlocal reserved, done_meas, next_rid, done_window, tok_in
-        t_done[rid] = t
-        del running[rid]
-        in_run[rid] = False
-        if reserve:
-            reserved -= in_tok[rid] + out_tok[rid]
-        if first_meas <= rid < end_meas:
-            done_meas += 1
-        if measuring:
-            done_window += 1
-            tok_in += in_tok[rid]
-        if mode == MODE_CONCURRENCY and next_rid < total:
-            t_arr[next_rid] = t + fixed_s
-            arrivals.append((t + fixed_s, next_rid))
-            next_rid += 1
 
     while done_meas < n_meas:
-        if not running and not waiting:
-            if not arrivals:
+        if n_running == 0 and w_len == 0:
+            if a_head == a_tail:
                 break
-            if t < arrivals[0][0]:
-                t = arrivals[0][0]              # idle until the next arrival
-        while arrivals and arrivals[0][0] <= t:
-            rid = arrivals.popleft()[1]
-            waiting.append(rid)
+            if t < arr_t[a_head]:
+                t = arr_t[a_head]              # idle until the next arrival
+        while a_head < a_tail and arr_t[a_head] <= t:
+            rid = arr_r[a_head]
+            a_head += 1
+            w_buf[(w_head + w_len) % w_size] = rid
+            w_len += 1
             entered += 1
             if rid == first_meas and not measuring:
                 measuring, t_start = True, t
 
         # --- schedule one step: decodes first, then partial prefills, then new requests ------------------
         preempted = False
-        if not reserve and b and d0 + b * g + pkv + b > cap:
-            while d0 + b * g + pkv + b > cap and len(running) > 1:
-                preempt()
-                preempted = True
-        budget = max_tok - b
-        chunks: list[tuple[int, int]] = []
+        n_ch = 0
         p_tok, p_cost, p_comp = 0, 0.0, 0.0
-        if prefilling:
-            for rid in list(prefilling):
+        budget = max_tok - b
+        if not reserve and b and d0 + b * g + pkv + b > cap:
+            while d0 + b * g + pkv + b > cap and n_running > 1:
+                # the newest running request gives back its KV and goes first in the queue, to be recomputed
+                victim = r_prev[total]
+                r_next[r_prev[victim]] = r_next[victim]
+                r_prev[r_next[victim]] = r_prev[victim]
+                n_running -= 1
+                in_run[victim] = False
+                if decoding[victim]:
+                    decoding[victim] = False
+                    b -= 1
+                    d0 -= kv0[victim] - s0[victim]
+                    epoch[victim] += 1
+                    t_last[victim] = t
+                else:
+                    j = 0
+                    while pf_list[j] != victim:
+                        j += 1
+                    pf_list[j:pf_n - 1] = pf_list[j + 1:pf_n]
+                    pf_n -= 1
+                    pkv -= pf_len[victim] - pf_rem[victim]
+                n_re = in_tok[victim] + gen[victim]
+                pf_rem[victim] = n_re
+                CP[victim], PC[victim] = _recomputed_costs(n_re, k)
+                w_head = (w_head - 1) % w_size
+                w_buf[w_head] = victim
+                w_len += 1
+                preemptions += 1
+                preempted = True
+            budget = max_tok - b
+        if pf_n:
+            n_snap = pf_n
+            pf_snap[:n_snap] = pf_list[:n_snap]
+            for si in range(n_snap):
+                rid = pf_snap[si]
                 if budget <= 0:
                     break
                 if not in_run[rid]:
                     continue
                 c = min(pf_rem[rid], budget)
                 if not reserve and d0 + b * g + pkv + b + c > cap:
-                    while d0 + b * g + pkv + b + c > cap and len(running) > 1:
+                    while d0 + b * g + pkv + b + c > cap and n_running > 1:
                         preempted = True
-                        if preempt() == rid:
+                        victim = r_prev[total]
+                        r_next[r_prev[victim]] = r_next[victim]
+                        r_prev[r_next[victim]] = r_prev[victim]
+                        n_running -= 1
+                        in_run[victim] = False
+                        if decoding[victim]:
+                            decoding[victim] = False
+                            b -= 1
+                            d0 -= kv0[victim] - s0[victim]
+                            epoch[victim] += 1
+                            t_last[victim] = t
+                        else:
+                            j = 0
+                            while pf_list[j] != victim:
+                                j += 1
+                            pf_list[j:pf_n - 1] = pf_list[j + 1:pf_n]
+                            pf_n -= 1
+                            pkv -= pf_len[victim] - pf_rem[victim]
+                        n_re = in_tok[victim] + gen[victim]
+                        pf_rem[victim] = n_re
+                        CP[victim], PC[victim] = _recomputed_costs(n_re, k)
+                        w_head = (w_head - 1) % w_size
+                        w_buf[w_head] = victim
+                        w_len += 1
+                        preemptions += 1
+                        if victim == rid:
                             break
                     if not in_run[rid]:
                         continue
@@ -229,35 +330,42 @@ def run(plan: Plan) -> Trace:
                     c = min(pf_rem[rid], budget)
                     if c <= 0:
                         break
-                chunks.append((rid, c))
+                ch_rid[n_ch], ch_c[n_ch] = rid, c
+                n_ch += 1
                 budget -= c
                 pkv += c
                 p_tok += c
                 p_cost += c * CP[rid]
                 p_comp += c * PC[rid]
         if not preempted:
-            while waiting and budget > 0 and len(running) < max_run:
-                rid = waiting[0]
+            while w_len and budget > 0 and n_running < max_run:
+                rid = w_buf[w_head]
                 need = pf_rem[rid]
                 c = need if need < budget else budget
                 if not chunked and c < need and need <= max_tok:
                     break                   # no chunking: the prompt waits for a step with room for all of it
-                if running:
+                if n_running:
                     if reserve:
                         if reserved + in_tok[rid] + out_tok[rid] > cap:
                             break
                     elif d0 + b * g + pkv + b + c > cap:
                         break
-                waiting.popleft()
-                running[rid] = None
+                w_head = (w_head + 1) % w_size
+                w_len -= 1
+                last = r_prev[total]
+                r_next[last], r_prev[rid] = rid, last
+                r_next[rid], r_prev[total] = total, rid
+                n_running += 1
                 in_run[rid] = True
-                prefilling.append(rid)
+                pf_list[pf_n] = rid
+                pf_n += 1
                 pf_len[rid] = need
                 if t_admit[rid] != t_admit[rid]:
                     t_admit[rid] = t
                 if reserve:
                     reserved += in_tok[rid] + out_tok[rid]
-                chunks.append((rid, c))
+                ch_rid[n_ch], ch_c[n_ch] = rid, c
+                n_ch += 1
                 budget -= c
                 pkv += c
                 p_tok += c
@@ -265,84 +373,106 @@ def run(plan: Plan) -> Trace:
                 p_comp += c * PC[rid]
 
         # --- its duration (a run of pure decode steps, or of one long prompt's chunks, is advanced at once) --
-        k = 1
-        run = 0                     # steps that each carry a budget-filling chunk of the same prompt
-        if len(chunks) == 1 and budget == 0 and not preempted:
-            rid, c = chunks[0]
+        kk = 1
+        run_n = 0                   # steps that each carry a budget-filling chunk of the same prompt
+        if n_ch == 1 and budget == 0 and not preempted:
+            rid, c = ch_rid[0], ch_c[0]
             if pf_rem[rid] > c:
-                run = (pf_rem[rid] - 1) // c
+                run_n = (pf_rem[rid] - 1) // c
                 if not reserve:
-                    run = min(run, 1 + int((cap - d0 - b * g - pkv - b) // (b + c)))
+                    run_n = min(run_n, 1 + int((cap - d0 - b * g - pkv - b) // (b + c)))
         if b:
-            row = table[b]
             ctx0 = (d0 + b * g) / b + 1.0
             x = (full_l * ctx0 + win_l * (ctx0 if ctx0 < win else win) - u_lo) * inv_du
             j = int(x)
             if j > top_k:
                 j = top_k
-            d_first = row[j] + (x - j) * (row[j + 1] - row[j])
+            d_first = table[b, j] + (x - j) * (table[b, j + 1] - table[b, j])
             if p_tok:
-                carry = one.carried_prefill_s(b, p_tok, p_cost)
+                # carried prompt tokens: their compute, against (MoE) reading the experts they route to
+                # beyond the decodes' (StepModel.carried_prefill_s)
+                carry = p_cost
+                if moe:
+                    extra = math.expm1(b / pp * log_miss) - math.expm1((b + p_tok) / pp * log_miss)
+                    carry = _smooth_max(p_cost, pp * expert_s * extra)
                 d_first += carry
                 d_last = d_first
-                if run > 1:
+                if run_n > 1:
                     while epoch[heap[0][1]] != heap[0][2]:
-                        heappop(heap)
-                    k = min(run, heap[0][0] - g + 1)
-                    if k > 1:
-                        d_last = step_at(row, ctx0 + (k - 1)) + carry
+                        heapq.heappop(heap)
+                    kk = min(run_n, heap[0][0] - g + 1)
+                    if kk > 1:
+                        ctx = ctx0 + (kk - 1)
+                        x = (full_l * ctx + win_l * (ctx if ctx < win else win) - u_lo) * inv_du
+                        j = int(x)
+                        if j > top_k:
+                            j = top_k
+                        d_last = table[b, j] + (x - j) * (table[b, j + 1] - table[b, j]) + carry
             elif preempted:
                 d_last = d_first
             else:
                 while epoch[heap[0][1]] != heap[0][2]:
-                    heappop(heap)
-                k = heap[0][0] - g + 1
+                    heapq.heappop(heap)
+                kk = heap[0][0] - g + 1
                 if not reserve:
-                    k = max(min(k, int((cap - d0 - b * g - pkv) // b)), 1)
-                d_last = step_at(row, ctx0 + (k - 1)) if k > 1 else d_first
-                if arrivals and not waiting and len(running) < max_run:
+                    kk = max(min(kk, int((cap - d0 - b * g - pkv) // b)), 1)
+                d_last = d_first
+                if kk > 1:
+                    ctx = ctx0 + (kk - 1)
+                    x = (full_l * ctx + win_l * (ctx if ctx < win else win) - u_lo) * inv_du
+                    j = int(x)
+                    if j > top_k:
+                        j = top_k
+                    d_last = table[b, j] + (x - j) * (table[b, j + 1] - table[b, j])
+                if a_head < a_tail and w_len == 0 and n_running < max_run:
                     # stop where the next arrival could be admitted: the first step ending after it
-                    wait = arrivals[0][0] - t
-                    slope = (d_last - d_first) / (k - 1) if k > 1 else 0.0
+                    wait = arr_t[a_head] - t
+                    slope = (d_last - d_first) / (kk - 1) if kk > 1 else 0.0
                     if slope > 1e-12 * d_first:
                         half = 0.5 * slope
                         lin = d_first - half
                         m = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * half * wait)) / (2.0 * half) - 1e-9)
                     else:
                         m = math.ceil(wait / d_first - 1e-9)
-                    if m < k:
-                        k = m if m > 1 else 1
-                        d_last = d_first + slope * (k - 1)
-            dur = 0.5 * (d_first + d_last) * k
-        elif len(chunks) == 1 and p_tok == pf_len[chunks[0][0]] == in_tok[chunks[0][0]]:
-            dur = ALONE[chunks[0][0]]
+                    if m < kk:
+                        kk = m if m > 1 else 1
+                        d_last = d_first + slope * (kk - 1)
+            dur = 0.5 * (d_first + d_last) * kk
+        elif n_ch == 1 and p_tok == pf_len[ch_rid[0]] and p_tok == in_tok[ch_rid[0]]:
+            dur = ALONE[ch_rid[0]]
         else:
-            dur = one.prefill_only_s(p_comp, p_tok) + overhead_s
-            if run > 1:
-                k = run
-                dur *= k
-        if k > 1 and p_tok:
-            rid, c = chunks[0]
-            chunks = [(rid, c * k)]
-            pkv += c * (k - 1)
+            # a step that only prefills (StepModel.prefill_only_s) plus the step overhead
+            dur = (_smooth_max(p_comp, weights_read_s) + comm_tok * p_tok + ar_latency_s + pp_handoff_s
+                   + (pp - 1.0) * p_tok * ar_bytes_tok / link_bytes_s) + overhead_s
+            if run_n > 1:
+                kk = run_n
+                dur *= kk
+        if kk > 1 and p_tok:
+            ch_c[0] = ch_c[0] * kk
+            pkv += ch_c[0] // kk * (kk - 1)
         t += dur
-        g += k
-        steps += k
+        g += kk
+        steps += kk
         events += 1
         if measuring:
-            tok_out += b * k
+            tok_out += b * kk
             busy_b_s += b * dur
             if b:
-                itl_v.append(dur / k)
-                itl_w.append(float(b * k))
+                itl_v.append(dur / kk)
+                itl_w.append(float(b * kk))
 
         # --- prompts that finished prefilling emit their first (or, after a preemption, next) token ------
-        for rid, c in chunks:
+        for ci in range(n_ch):
+            rid, c = ch_rid[ci], ch_c[ci]
             left = pf_rem[rid] - c
             pf_rem[rid] = left
             if left:
                 continue
-            prefilling.remove(rid)
+            j = 0
+            while pf_list[j] != rid:
+                j += 1
+            pf_list[j:pf_n - 1] = pf_list[j + 1:pf_n]
+            pf_n -= 1
             pkv -= pf_len[rid]
             gen[rid] += 1
             if measuring:
@@ -352,25 +482,57 @@ def run(plan: Plan) -> Trace:
             elif measuring:
                 itl_v.append(t - t_last[rid])
                 itl_w.append(1.0)
-            if gen[rid] >= out_tok[rid]:
-                finish(rid)
+            if gen[rid] < out_tok[rid]:
+                decoding[rid] = True
+                s0[rid], kv0[rid] = g, pf_len[rid]
+                heapq.heappush(heap, (g + out_tok[rid] - gen[rid] - 1, rid, epoch[rid]))
+                b += 1
+                d0 += kv0[rid] - g
                 continue
-            decoding[rid] = True
-            s0[rid], kv0[rid] = g, pf_len[rid]
-            heappush(heap, (g + out_tok[rid] - gen[rid] - 1, rid, epoch[rid]))
-            b += 1
-            d0 += kv0[rid] - g
+            # finished with its first token
+            t_done[rid] = t
+            r_next[r_prev[rid]] = r_next[rid]
+            r_prev[r_next[rid]] = r_prev[rid]
+            n_running -= 1
+            in_run[rid] = False
+            if reserve:
+                reserved -= in_tok[rid] + out_tok[rid]
+            if first_meas <= rid < end_meas:
+                done_meas += 1
+            if measuring:
+                done_window += 1
+                tok_in += in_tok[rid]
+            if closed and next_rid < total:
+                t_arr[next_rid] = t + fixed_s
+                arr_t[a_tail], arr_r[a_tail] = t + fixed_s, next_rid
+                a_tail += 1
+                next_rid += 1
         # --- sequences whose last token was this step's ---------------------------------------------------
-        while heap and heap[0][0] < g:
-            _, rid, ep = heappop(heap)
+        while len(heap) and heap[0][0] < g:
+            _, rid, ep = heapq.heappop(heap)
             if ep != epoch[rid]:
                 continue
             decoding[rid] = False
             b -= 1
             d0 -= kv0[rid] - s0[rid]
             gen[rid] = out_tok[rid]
-            finish(rid)
+            t_done[rid] = t
+            r_next[r_prev[rid]] = r_next[rid]
+            r_prev[r_next[rid]] = r_prev[rid]
+            n_running -= 1
+            in_run[rid] = False
+            if reserve:
+                reserved -= in_tok[rid] + out_tok[rid]
+            if first_meas <= rid < end_meas:
+                done_meas += 1
+            if measuring:
+                done_window += 1
+                tok_in += in_tok[rid]
+            if closed and next_rid < total:
+                t_arr[next_rid] = t + fixed_s
+                arr_t[a_tail], arr_r[a_tail] = t + fixed_s, next_rid
+                a_tail += 1
+                next_rid += 1
 
-    return Trace(t_arr=t_arr, t_admit=t_admit, t_first=t_first, t_done=t_done, itl_v=itl_v, itl_w=itl_w,
-                 window_s=max(t - t_start, 1e-30), tok_out=tok_out, tok_in=tok_in, done_window=done_window,
-                 busy_b_s=busy_b_s, preemptions=preemptions, steps=steps, events=events, simulated=entered)
+    return (t_arr, t_admit, t_first, t_done, np.asarray(itl_v), np.asarray(itl_w), max(t - t_start, 1e-30),
+            tok_out, tok_in, done_window, busy_b_s, preemptions, steps, events, entered)

@@ -209,12 +209,13 @@ def decode_table(sm: StepModel, b_top: int, ctx_lo_tok: float, ctx_hi_tok: float
     else:
         ctx = u / (full + win_l)
     rows = sm.decode_step(np.arange(b_top + 1, dtype=np.float64)[:, None], ctx[None, :])[0]
-    return StepTable(rows=rows.tolist(), u_lo=u_lo, inv_du=(CTX_GRID_POINTS - 1) / (u_hi - u_lo),
+    return StepTable(rows=np.ascontiguousarray(rows), u_lo=u_lo, inv_du=(CTX_GRID_POINTS - 1) / (u_hi - u_lo),
                      full_layers=full, window_layers=win_l, window_tok=win)
 
 
-def simulate(rep: Replica, load: Load) -> SimResult:
-    """Simulate ``load`` on ``rep``. Deterministic for a given ``load.seed``."""
+def simulate(rep: Replica, load: Load, compiled: bool = True) -> SimResult:
+    """Simulate ``load`` on ``rep``. Deterministic for a given ``load.seed``. ``compiled=False`` runs the event
+    loop as plain Python (the compiled loop must give the same trace: tests/core/test_simulate.py)."""
     sm, one = rep.step, rep.scalar
     n_meas = max(int(load.requests), 1)
     mode = load.mode
@@ -246,22 +247,20 @@ def simulate(rep: Replica, load: Load) -> SimResult:
     # per-request costs: a prompt token carried by a decode step; the prompt's compute when prefilled alone;
     # and the whole prompt as a step of its own (the common case at low load)
     isl_f = isl.astype(np.float64)
-    CP = sm.prefill_tok_s(isl_f).tolist()
+    CP = sm.prefill_tok_s(isl_f)
     prompt_s = sm.prompt_compute_s(isl_f)
-    PC = (prompt_s / isl_f).tolist()
-    ALONE = (sm.prefill_only_s(prompt_s, isl_f) + sm.step_overhead_s).tolist()
-    in_tok, out_tok = isl.tolist(), osl.tolist()
+    PC = prompt_s / isl_f
+    ALONE = sm.prefill_only_s(prompt_s, isl_f) + sm.step_overhead_s
     overhead_s = float(one.step_overhead_s)
     max_tok = rep.max_batched_tok
     cap = rep.kv_capacity_tok
     chunked, reserve = rep.chunked_prefill, rep.reserve_full
     # no more sequences decode than the limits, the requests, or the KV cache at the shortest prompt allow
     max_run = max(min(rep.max_num_seqs, max_tok), 1)
-    b_top = min(max_run, total, clients if clients else total, int(cap / max(min(in_tok), 1)) + 2)
-    table = decode_table(sm, b_top, float(min(in_tok)), float(max(i + o for i, o in zip(in_tok, out_tok,
-                                                                                          strict=True))) + 1.0)
+    in_min = int(isl.min())
+    b_top = min(max_run, total, clients if clients else total, int(cap / max(in_min, 1)) + 2)
+    table = decode_table(sm, b_top, float(in_min), float((isl + osl).max()) + 1.0)
 
-    arrivals: list[tuple[float, int]] = []
     if mode == MODE_CONCURRENCY:
         first = min(clients, total)
         cycle_s = 0.0
@@ -272,20 +271,22 @@ def simulate(rep: Replica, load: Load) -> SimResult:
             step_s = table.at(together, in_mean + out_mean / 2.0)
             e2e_s = fixed_s + float(one.prefill_alone_s) + overhead_s + (out_mean - 1.0) * step_s
             cycle_s = e2e_s * max(clients / together, 1.0)
-        arrivals = [(fixed_s + rid * cycle_s / first, rid) for rid in range(first)]
+        arrival_rid = np.arange(first, dtype=np.int64)
+        arrival_s = np.asarray([fixed_s + rid * cycle_s / first for rid in range(first)], dtype=np.float64)
         next_rid = first
     else:
-        arrivals = [(ts, rid) for rid, ts in enumerate((send + fixed_s).tolist())]
+        arrival_rid = np.arange(total, dtype=np.int64)
+        arrival_s = send + fixed_s
         next_rid = total
     trace = run(Plan(
-        mode=mode, in_tok=in_tok, out_tok=out_tok, cp_s=CP, pc_s=PC, alone_s=ALONE, arrivals=arrivals,
-        next_rid=next_rid, first_meas=warm, end_meas=warm + n_meas, fixed_s=fixed_s, table=table,
-        max_tok=max_tok, max_run=max_run, cap_tok=cap, chunked=chunked, reserve=reserve, overhead_s=overhead_s,
-        step=sm, one=one))
-    return _summarise(trace, out_tok, fixed_s, warm, n_meas, mode, load, clipped)
+        mode=mode, in_tok=isl, out_tok=osl, cp_s=CP, pc_s=PC, alone_s=ALONE, arrival_s=arrival_s,
+        arrival_rid=arrival_rid, next_rid=next_rid, first_meas=warm, end_meas=warm + n_meas, fixed_s=fixed_s,
+        table=table, max_tok=max_tok, max_run=max_run, cap_tok=cap, chunked=chunked, reserve=reserve,
+        overhead_s=overhead_s, one=one), compiled)
+    return _summarise(trace, osl, fixed_s, warm, n_meas, mode, load, clipped)
 
 
-def _summarise(z: Trace, out_tok: list[int], fixed_s: float, warm: int, n_meas: int, mode: int, load: Load,
+def _summarise(z: Trace, out_tok: NDArray[np.int64], fixed_s: float, warm: int, n_meas: int, mode: int, load: Load,
                clipped: int) -> SimResult:
     sl = slice(warm, warm + n_meas)
     arr = np.asarray(z.t_arr[sl])

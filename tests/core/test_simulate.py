@@ -221,6 +221,26 @@ def test_more_request_rate_never_lowers_a_percentile(d: dict[str, Any], cv: floa
     assert np.all(t[1:][:, ok] >= t[:-1][:, ok] * (1.0 - 0.01)), np.min(t[1:][:, ok] / t[:-1][:, ok])
 
 
+@settings(max_examples=30, deadline=None)
+@given(d=deployments, moe=st.booleans(), gpu=st.sampled_from(["l4", "a10", "h100-sxm"]), cv=st.sampled_from([0.0, 0.8]),
+       share=st.floats(0.1, 1.5), mode=st.sampled_from(["request_rate", "concurrency", "offline"]),
+       engine=st.sampled_from(["vllm", "trtllm", "vllm-unchunked"]))
+def test_the_compiled_loop_gives_the_interpreted_loops_trace(d: dict[str, Any], moe: bool, gpu: str, cv: float,
+                                                              share: float, mode: str, engine: str) -> None:
+    # the event loop is compiled by numba; the same function run as Python must give the same figures to the
+    # last bit, on small GPUs too (where vLLM preempts) and for MoE models (carried prompts read experts)
+    model, isl, osl = ("Qwen/Qwen3-30B-A3B" if moe else d.pop("model")), d["isl"], d["osl"]
+    d.pop("model", None)
+    d["gpu"], d["tp"] = gpu, min(d["tp"], 2)
+    st_, cap, _ = setup(model, ctx=4 * (isl + osl), **d)
+    assume(bool(st_.fits[0]))
+    load = share * float(cap.requests_s[0]) if mode == "request_rate" else max(share * 64, 1.0)
+    _, _, rep = setup(model, ctx=4 * (isl + osl), mode=mode, load=load, reserve_full=engine == "trtllm",
+                      chunked=engine != "vllm-unchunked", **d)
+    spec = Load(MODES[mode], load, Lengths(isl, cv * isl), Lengths(osl, cv * osl), requests=200, seed=7)
+    assert simulate(rep, spec) == simulate(rep, spec, compiled=False)
+
+
 # --- the KV cache --------------------------------------------------------------------------------
 
 def test_vllm_preempts_when_the_kv_cache_runs_out_and_trtllm_never_does() -> None:
