@@ -29,7 +29,8 @@ The scheduler (vLLM V1 ``Scheduler.schedule``; TensorRT-LLM's in-flight batching
 
 Speed: the loop (service/core/scheduler.py) advances a run of identical steps in one move, with decode
 step times from a table of the step model over batch sizes and a grid of contexts; it turns only at events
-(two or three per request: ~6 us each, benchmarks/sim_speed.py).
+(two or three per request), and is compiled by numba: benchmarks/sim_speed.py measured 336,604 simulated
+requests/s, 7.1 ms per 2000-request configuration (most of it now the numpy set-up around the loop).
 
 Steady state: closed loops drop the first wave of clients and a tenth of the requests as warm-up; Poisson
 runs drop a tenth; arrivals continue after the measured requests until they all finish. Offline runs
@@ -147,6 +148,21 @@ def replica(static: Static, params: Params, i: int, *, chunked_prefill: bool = T
         max_model_len=int(s.context_tok[0]), chunked_prefill=chunked_prefill, reserve_full=reserve_full)
 
 
+_Q = np.asarray(list(QUANTILES.values()))
+
+
+def _linear_quantiles(x: F) -> list[float]:
+    """``np.percentile(x, 100 * QUANTILES)`` (its default linear method, equal to rounding) from one sort and
+    four interpolations; numpy's general routine costs ~0.3 ms a call, and a simulation makes five."""
+    xs = np.sort(x)
+    n = len(xs)
+    virtual = _Q * (n - 1)
+    below = np.minimum(np.floor(virtual).astype(np.int64), n - 1)
+    above = np.minimum(below + 1, n - 1)
+    gamma = virtual - below
+    return [float(v) for v in xs[below] + (xs[above] - xs[below]) * gamma]
+
+
 @dataclass(frozen=True)
 class Stat:
     mean: float
@@ -160,8 +176,7 @@ class Stat:
         if not len(x):
             return cls(math.nan, math.nan, math.nan, math.nan, math.nan)
         if weights is None:
-            q = np.percentile(x, [100 * v for v in QUANTILES.values()])
-            return cls(float(np.mean(x)), *(float(v) for v in q))
+            return cls(float(np.mean(x)), *_linear_quantiles(x))
         order = np.argsort(x, kind="stable")
         xs, cw = x[order], np.cumsum(weights[order])
         at = np.searchsorted(cw, np.asarray(list(QUANTILES.values())) * cw[-1], side="left")

@@ -27,10 +27,12 @@ from service.core.costmodel import (
     step_model,
 )
 from service.core.simulate import (
+    QUANTILES,
     Lengths,
     Load,
     Replica,
     SimResult,
+    _linear_quantiles,
     decode_table,
     replica,
     simulate,
@@ -285,3 +287,9 @@ def test_lengths_follow_the_requested_distribution() -> None:
     h = Lengths(300.0, hist_tok=(100.0, 500.0), hist_weight=(1.0, 1.0)).sample(rng, 100_000)
     assert set(np.unique(h)) == {100, 500} and np.mean(h == 100) == pytest.approx(0.5, abs=0.01)
     assert np.all(Lengths(7.0).sample(rng, 10) == 7)
+
+
+@given(x=st.lists(st.floats(1e-6, 1e6), min_size=1, max_size=300))
+def test_quantiles_are_numpys_linear_percentiles(x: list[float]) -> None:
+    want = np.percentile(np.asarray(x), [100 * q for q in QUANTILES.values()])
+    assert np.allclose(_linear_quantiles(np.asarray(x)), want, rtol=1e-12, atol=0)
