@@ -3,8 +3,8 @@ WORKDIR /app
 COPY . /app
 # Editable install: the Alembic migrations are read from /app/migrations at start-up.
 RUN pip install --no-cache-dir -e .
-# Compile the scheduler simulation's event loop into numba's on-disk cache now, not at the first start-up.
-RUN python -c "from service.core.scheduler import warm_up; warm_up()"
+# Compile the numba kernels (serving solve, scheduler simulation) into their on-disk cache now, not at start-up.
+RUN python -c "from service.core import costmodel, scheduler; costmodel.warm_up(); scheduler.warm_up()"
 ENV DATABASE_URL=sqlite:////data/llm_deploy_advisor.db
 VOLUME ["/data"]
 EXPOSE 8000

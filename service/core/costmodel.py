@@ -37,10 +37,12 @@ and the scheduler simulation (simulate.py) both time steps with it.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
 from gpu_catalog.loader import Catalog
@@ -598,138 +600,207 @@ def step_model(s: Static, p: Params) -> StepModel:
 
 
 def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
-    """Prefill, decode and serving dynamics of candidates that all share one workload mode."""
-    isl, osl = s.isl, s.osl
+    """Prefill, decode and serving dynamics of candidates that all share one workload mode: the step model in
+    numpy, the per-candidate solve compiled (``_serve_kernel``)."""
     sm = step_model(s, p)
-    c_prefill, prefill_compute, prefill_alone = sm.c_prefill_s, sm.prefill_compute_s, sm.prefill_alone_s
-    decode_step = sm.decode_step
-    io = isl / osl
-
-    def tpot_at(batch: F) -> tuple[F, F, F]:
-        step, share = decode_step(batch)
-        return step + batch * io * c_prefill, share, step
-
-    min_chunk = np.minimum(s.max_batched_tok, _MIN_CHUNK_TOK)
-    alone = prefill_alone + p.step_overhead_s
-    fixed_alone = p.ttft_fixed_s + alone
-
-    def ttft_base(batch: F, step: F, arrivals_s: F, ahead_max: F | float = _NO_LIMIT) -> F:
-        """First-token time of a request arriving at ``arrivals_s`` requests/s to a replica with ``batch``
-        sequences decoding: the front end, the wait for prompts ahead of it, and its own chunked prefill.
-
-        Prompts share a prefill "server": each step carries at most the chunk budget (max batched tokens
-        less the decode tokens), so a prompt takes I / chunk steps (a mean over the prompts' offsets
-        against step boundaries) and prompts queue behind each other: M/D/1 wait at the server's
-        utilisation, and in a closed loop at most the other clients, each in the queue for a share rho of
-        the time."""
-        chunk = np.maximum(s.max_batched_tok - batch, min_chunk)
-        # with decodes running (share min(b, 1) of the time) the prompt is chunked into their steps and
-        # waits on average half a step for the one in flight; an idle replica prefills it alone. The queue
-        # sees the same mixture: a prompt ahead was served alone or chunked in that proportion.
-        busy = np.minimum(batch, 1.0)
-        extra = busy * np.maximum(isl * (step / chunk + c_prefill) - alone, 0.0)
-        service = alone + extra
-        rho = np.minimum(arrivals_s * service, _MAX_PREFILL_UTILISATION)
-        rho_service = rho * service
-        wait = np.minimum(rho_service / (2.0 * (1.0 - rho)), np.maximum(ahead_max, 0.0) * rho_service)
-        return fixed_alone + wait + extra + busy * 0.5 * step
-
-    per_replica = s.load / s.replicas
-    cap = s.cap_mean
-
-    # saturated (offline) steady state: the KV cache or max_num_seqs is full
-    tpot, share, step = tpot_at(cap)
-    x_max = cap / (osl * tpot)                                  # requests/s per replica
-    batch = cap.copy()
-    x = x_max.copy()
-    ttft = ttft_base(cap, step, np.zeros_like(cap)) + p.wave * (cap - 1.0) * isl * c_prefill
-    overloaded = np.zeros(len(isl), dtype=bool)
-
-    # Time a request spends decoding after its first token (O - 1 steps; floored so that one-token
-    # outputs keep a finite, monotone throughput) and the completion rate with ``b`` sequences decoding.
-    dec_steps = np.maximum(osl - 1.0, _MIN_DECODE_STEPS)
-
-    def rate_at(b: F) -> tuple[F, F, F, F]:
-        tp_b, sh_b, st_b = tpot_at(np.maximum(b, 1.0))
-        return b / (dec_steps * tp_b), tp_b, sh_b, st_b
-
-    def root(excess: Any, hi: F, f_lo: F, f_hi: F) -> F:
-        """Root in [0, hi] of ``excess(b)``, which rises with b, given its values at both ends (negative at
-        0; where it is not positive at hi the answer is hi). Regula falsi with the Illinois modification
-        (the bracket always holds the root; superlinear on these smooth, monotone functions)."""
-        lo = np.zeros_like(hi)
-        side = np.zeros(len(hi))
-        for _ in range(_ROOT_STEPS):
-            width = hi - lo
-            denom = f_hi - f_lo
-            x = np.where(denom > 0, hi - f_hi * width / np.where(denom > 0, denom, 1.0), lo + 0.5 * width)
-            x = np.minimum(np.maximum(x, lo), hi)
-            fx = excess(x)
-            above = fx > 0.0
-            hi, f_hi = np.where(above, x, hi), np.where(above, fx, f_hi)
-            lo, f_lo = np.where(above, lo, x), np.where(above, f_lo, fx)
-            # Illinois: when the same end moved last time too, halve the stale end's value
-            f_lo = np.where(above & (side > 0), 0.5 * f_lo, f_lo)
-            f_hi = np.where(~above & (side < 0), 0.5 * f_hi, f_hi)
-            side = np.where(above, 1.0, -1.0)
-        denom = f_hi - f_lo
-        x = np.where(denom > 0, hi - f_hi * (hi - lo) / np.where(denom > 0, denom, 1.0), hi)
-        return np.where(f_hi > 0, np.minimum(np.maximum(x, lo), hi), hi)
-
-    closed = np.full(len(isl), mode_value == MODE_CONCURRENCY)
-    if mode_value == MODE_CONCURRENCY:
-        # C clients per replica. Little's law, C = X(b) (TTFT(b) + (O-1) TPOT(b)) with X(b) the completion
-        # rate of a decoding batch b, rises with b, so its root is found by regula falsi. When even the cap
-        # (KV cache or max_num_seqs) leaves the law short, the batch is the cap and the rest of the
-        # clients wait for admission: TTFT absorbs what Little's law leaves over.
-        C = np.maximum(per_replica, 1.0)
-        wave_q = p.wave * (np.minimum(C, cap) - 1.0) * isl * c_prefill
-
-        def first_token(b: F) -> tuple[F, F, F, F, F]:
-            x_b, tp_b, sh_b, st_b = rate_at(b)
-            return ttft_base(b, st_b, x_b, C - 1.0) + wave_q, x_b, tp_b, sh_b, st_b
-
-        def excess(b: F) -> F:
-            t_b, x_b, *_ = first_token(b)
-            return b + x_b * t_b - C
-
-        top = np.minimum(C, cap)
-        b = root(excess, top, -C, excess(top))
-        t_b, x_b, tp_b, sh_b, _ = first_token(b)
-        t_b = np.maximum(t_b, C / x_b - dec_steps * tp_b)
-        batch, tpot, share = np.where(closed, b, batch), np.where(closed, tp_b, tpot), np.where(closed, sh_b, share)
-        x, ttft = np.where(closed, x_b, x), np.where(closed, t_b, ttft)
-
-    rate = np.full(len(isl), mode_value == MODE_RATE)
-    if mode_value == MODE_RATE:
-        # Poisson arrivals at lam per replica: the decoding batch whose completion rate matches lam
-        # (regula falsi: the rate rises with the batch), and M/D/1 queueing for the prefill
-        lam = np.maximum(per_replica, 1e-9)
-        x_cap = rate_at(cap)[0]
-        lam_eff = np.minimum(lam, x_cap * _SATURATION_SHARE)
-        b = root(lambda bb: rate_at(bb)[0] - lam_eff, cap, -lam_eff, x_cap - lam_eff)
-        _, tp_b, sh_b, st_b = rate_at(b)
-        ttft_r = ttft_base(b, st_b, lam_eff)
-        batch, tpot, share = np.where(rate, b, batch), np.where(rate, tp_b, tpot), np.where(rate, sh_b, share)
-        x, ttft = np.where(rate, lam_eff, x), np.where(rate, ttft_r, ttft)
-        overloaded = rate & (lam >= x_cap)
-
-    static = np.full(len(isl), mode_value == MODE_STATIC)
+    n = len(s.isl)
+    moe = np.broadcast_to(sm.moe, (n,))
+    # contiguous, writeable float64 arrays: the one type the kernel is compiled for (warm_up)
+    per_candidate = [np.require(np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)), requirements="CW") for v in (
+        s.isl, s.osl, s.pp, s.load / s.replicas, s.cap_mean, s.max_batched_tok, sm.c_prefill_s, sm.prefill_alone_s,
+        sm.dense_s, sm.expert_s, sm.log_miss, sm.seq_s, sm.flop_s_seq, sm.comm_fixed_s, sm.comm_seq_s,
+        sm.step_fixed_s, p.step_overhead_s, p.ttft_fixed_s, p.wave)]
+    batch, ttft, tpot, x, share, overloaded = _serve_kernel(int(mode_value), np.require(moe, np.bool_, "CW"),
+                                                            *per_candidate)
+    prefill_alone = sm.prefill_alone_s
     if mode_value == MODE_STATIC:
-        # one batch of B prompts prefilled together, then osl - 1 decode steps with no arrivals
-        B = np.maximum(np.minimum(per_replica, cap), 1.0)
-        prefill_b = sm.prefill_only_s(B * prefill_compute, isl * B)
-        step_b, sh_b = decode_step(B)
-        e2e_b = prefill_b + (osl - 1.0) * step_b
-        batch, tpot, share = np.where(static, B, batch), np.where(static, step_b, tpot), np.where(static, sh_b, share)
-        ttft, x = np.where(static, prefill_b, ttft), np.where(static, B / e2e_b, x)
-
-    e2e = ttft + (osl - 1.0) * tpot
+        # one batch of B prompts prefilled together (a prefill-only step of B prompts), then decodes
+        B = batch
+        prefill_b = sm.prefill_only_s(B * sm.prefill_compute_s, s.isl * B)
+        step_b = tpot
+        e2e_b = prefill_b + (s.osl - 1.0) * step_b
+        ttft, x = prefill_b, B / e2e_b
+    e2e = ttft + (s.osl - 1.0) * tpot
     requests_s = x * s.replicas
     return Result(
         fits=s.fits, runnable=s.runnable, weights_bytes=s.weights, kv_cache_bytes=s.kv_pool,
         activations_bytes=s.activations, overhead_bytes=s.overhead, kv_bytes_per_seq=s.seq_full,
         max_concurrency=s.max_conc_replica * s.replicas, batch=batch, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e,
-        output_tok_s=requests_s * osl, total_tok_s=requests_s * (isl + osl), requests_s=requests_s,
+        output_tok_s=requests_s * s.osl, total_tok_s=requests_s * (s.isl + s.osl), requests_s=requests_s,
         prefill_s=prefill_alone, overloaded=overloaded, compute_bound_share=share,
     )
+
+
+def warm_up() -> float:
+    """Compile the serving solve (or load it from numba's on-disk cache) before a request needs it; seconds."""
+    t0 = time.perf_counter()
+    ones = np.ones(1)
+    _serve_kernel(MODE_CONCURRENCY, np.zeros(1, dtype=np.bool_), *([ones] * 19))
+    return time.perf_counter() - t0
+
+
+@njit(cache=True, error_model="numpy")
+def _smooth_max_f(a: float, b: float) -> float:
+    """``_smooth_max`` on floats, compiled."""
+    hi = max(a, b, 1e-30)
+    r = min(a, b) / hi
+    r *= r
+    r *= r
+    return hi * math.sqrt(math.sqrt(1.0 + r))
+
+
+@njit(cache=True, error_model="numpy")
+def _decode_step_f(batch: float, pp: float, dense_s: float, expert_s: float, log_miss: float, moe: bool,
+                   seq_s: float, flop_s_seq: float, comm_fixed_s: float, comm_seq_s: float,
+                   step_fixed_s: float) -> tuple[float, float]:
+    """``StepModel.decode_step`` of one candidate at the workload's mean context (tests check they agree)."""
+    b = max(batch / pp, 1e-9)
+    t_mem = dense_s + b * seq_s
+    if moe:
+        t_mem = t_mem + expert_s * -math.expm1(b * log_miss)
+    t_cmp = b * flop_s_seq
+    stage = _smooth_max_f(t_mem, t_cmp) + comm_fixed_s + b * comm_seq_s
+    return pp * stage + step_fixed_s, t_cmp / (t_cmp + t_mem)
+
+
+@njit(cache=True, error_model="numpy")
+def _serve_kernel(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_replica: F, cap_mean: F,
+                  max_batched_tok: F, c_prefill: F, prefill_alone: F, dense_s: F, expert_s: F, log_miss: F,
+                  seq_s: F, flop_s_seq: F, comm_fixed_s: F, comm_seq_s: F, step_fixed_s: F, step_overhead_s: F,
+                  ttft_fixed_s: F, wave: F) -> Any:
+    """The serving steady state of each candidate (one workload mode): decoding batch, TTFT, TPOT, requests/s
+    per replica, compute share of the step, overloaded.
+
+    Continuous batching with chunked prefill. Saturated (offline): the KV cache or max_num_seqs is full.
+    Closed loop of C clients per replica: Little's law, C = X(b) (TTFT(b) + (O-1) TPOT(b)) with X(b) the
+    completion rate of a decoding batch b, rises with b, so its root is found by regula falsi; when even the
+    cap leaves the law short, the batch is the cap and the rest of the clients wait for admission (TTFT
+    absorbs what Little's law leaves over). Poisson arrivals at lam per replica: the decoding batch whose
+    completion rate matches lam, and M/D/1 queueing for the prefill. Static batches: B sequences at once.
+
+    Compiled by numba, candidates in the inner loops (so the root-finding steps of many candidates overlap)."""
+    n = len(isl)
+    out_b, out_ttft, out_tpot = np.empty(n), np.empty(n), np.empty(n)
+    out_x, out_share = np.empty(n), np.empty(n)
+    out_over = np.zeros(n, dtype=np.bool_)
+    io = np.empty(n)
+    alone = np.empty(n)
+    fixed_alone = np.empty(n)
+    dec_steps = np.empty(n)
+    min_chunk = np.empty(n)
+    target = np.empty(n)
+    ahead = np.empty(n)
+    wave_q = np.empty(n)
+    lo, hi, f_lo, f_hi, side = np.zeros(n), np.empty(n), np.empty(n), np.empty(n), np.zeros(n)
+    closed = mode == MODE_CONCURRENCY
+    for i in range(n):
+        io[i] = isl[i] / osl[i]
+        cap = cap_mean[i]
+        min_chunk[i] = min(max_batched_tok[i], _MIN_CHUNK_TOK)
+        alone[i] = prefill_alone[i] + step_overhead_s[i]
+        fixed_alone[i] = ttft_fixed_s[i] + alone[i]
+        # time a request spends decoding after its first token (O - 1 steps; floored so that one-token
+        # outputs keep a finite, monotone throughput)
+        dec_steps[i] = max(osl[i] - 1.0, _MIN_DECODE_STEPS)
+        if mode == MODE_STATIC:
+            B = max(min(per_replica[i], cap), 1.0)
+            step_b, sh_b = _decode_step_f(B, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
+                                          flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
+            out_b[i], out_tpot[i], out_share[i], out_ttft[i], out_x[i] = B, step_b, sh_b, 0.0, 0.0
+            continue
+        # saturated steady state (offline, and the cap of the other modes)
+        step, share = _decode_step_f(cap, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
+                                     flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
+        tpot = step + cap * io[i] * c_prefill[i]
+        if mode == MODE_OFFLINE:
+            chunk = max(max_batched_tok[i] - cap, min_chunk[i])
+            busy = min(cap, 1.0)
+            extra = busy * max(isl[i] * (step / chunk + c_prefill[i]) - alone[i], 0.0)
+            ttft = fixed_alone[i] + 0.0 + extra + busy * 0.5 * step + wave[i] * (cap - 1.0) * isl[i] * c_prefill[i]
+            out_b[i], out_ttft[i], out_tpot[i] = cap, ttft, tpot
+            out_x[i], out_share[i] = cap / (osl[i] * tpot), share
+            continue
+        if closed:
+            C = max(per_replica[i], 1.0)
+            wave_q[i] = wave[i] * (min(C, cap) - 1.0) * isl[i] * c_prefill[i]
+            ahead[i] = max(C - 1.0, 0.0)
+            target[i] = C
+            hi[i] = min(C, cap)
+        else:
+            lam = max(per_replica[i], 1e-9)
+            x_cap = cap / (dec_steps[i] * tpot)          # completion rate at the cap
+            target[i] = min(lam, x_cap * _SATURATION_SHARE)
+            wave_q[i] = 0.0
+            ahead[i] = _NO_LIMIT
+            hi[i] = cap
+            out_over[i] = lam >= x_cap
+        f_lo[i] = -target[i]
+    if mode in (MODE_STATIC, MODE_OFFLINE):
+        return out_b, out_ttft, out_tpot, out_x, out_share, out_over
+    # regula falsi with the Illinois modification on [0, top] for excess(b), which rises with b: closed loop
+    # b + X(b) TTFT(b) - C; open loop X(b) - lam. Step 0 evaluates the top end; the last only interpolates.
+    for it in range(_ROOT_STEPS + 2):
+        for i in range(n):
+            if it == 0:
+                xb = hi[i]
+            else:
+                width = hi[i] - lo[i]
+                denom = f_hi[i] - f_lo[i]
+                if it == _ROOT_STEPS + 1:
+                    xb = hi[i] - f_hi[i] * width / denom if denom > 0 else hi[i]
+                    out_b[i] = min(max(xb, lo[i]), hi[i]) if f_hi[i] > 0 else hi[i]
+                    continue
+                xb = hi[i] - f_hi[i] * width / (denom if denom > 0 else 1.0) if denom > 0 else lo[i] + 0.5 * width
+                xb = min(max(xb, lo[i]), hi[i])
+            b1 = max(xb, 1.0)
+            st_b, _ = _decode_step_f(b1, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
+                                     flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
+            tp_b = st_b + b1 * io[i] * c_prefill[i]
+            x_b = xb / (dec_steps[i] * tp_b)
+            if closed:
+                chunk = max(max_batched_tok[i] - xb, min_chunk[i])
+                busy = min(xb, 1.0)
+                extra = busy * max(isl[i] * (st_b / chunk + c_prefill[i]) - alone[i], 0.0)
+                service = alone[i] + extra
+                rho = min(x_b * service, _MAX_PREFILL_UTILISATION)
+                rho_service = rho * service
+                wait = min(rho_service / (2.0 * (1.0 - rho)), ahead[i] * rho_service)
+                t_b = fixed_alone[i] + wait + extra + busy * 0.5 * st_b + wave_q[i]
+                fx = xb + x_b * t_b - target[i]
+            else:
+                fx = x_b - target[i]
+            if it == 0:
+                f_hi[i] = fx
+                continue
+            if fx > 0.0:
+                hi[i], f_hi[i] = xb, fx
+                if side[i] > 0:
+                    f_lo[i] = 0.5 * f_lo[i]
+                side[i] = 1.0
+            else:
+                lo[i], f_lo[i] = xb, fx
+                if side[i] < 0:
+                    f_hi[i] = 0.5 * f_hi[i]
+                side[i] = -1.0
+    # the state at the root
+    for i in range(n):
+        b = out_b[i]
+        b1 = max(b, 1.0)
+        st_b, sh_b = _decode_step_f(b1, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
+                                    flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
+        tp_b = st_b + b1 * io[i] * c_prefill[i]
+        x_b = b / (dec_steps[i] * tp_b)
+        chunk = max(max_batched_tok[i] - b, min_chunk[i])
+        busy = min(b, 1.0)
+        extra = busy * max(isl[i] * (st_b / chunk + c_prefill[i]) - alone[i], 0.0)
+        service = alone[i] + extra
+        arrivals = x_b if closed else target[i]
+        rho = min(arrivals * service, _MAX_PREFILL_UTILISATION)
+        rho_service = rho * service
+        wait = min(rho_service / (2.0 * (1.0 - rho)), ahead[i] * rho_service)
+        t_b = fixed_alone[i] + wait + extra + busy * 0.5 * st_b + wave_q[i]
+        if closed:
+            t_b = max(t_b, target[i] / x_b - dec_steps[i] * tp_b)
+        out_b[i], out_ttft[i], out_tpot[i], out_share[i] = b, t_b, tp_b, sh_b
+        out_x[i] = x_b if closed else target[i]
+    return out_b, out_ttft, out_tpot, out_x, out_share, out_over

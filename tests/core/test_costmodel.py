@@ -24,8 +24,13 @@ from service.core.costmodel import (
     Params,
     Result,
     Tables,
+    _decode_step_f,
+    _serve_kernel,
     build_tables,
     evaluate,
+    static_terms,
+    step_model,
+    warm_up,
 )
 
 CATALOG = load_catalog()
@@ -205,3 +210,24 @@ def test_tensor_parallel_pays_all_reduce_on_pcie_more_than_nvlink() -> None:
         two = run(cand("meta-llama/Llama-3.1-8B", gpu, tp=2, **kw)).ttft_s[0]
         ratios[gpu] = two / one
     assert ratios["h100-pcie"] > ratios["h100-sxm"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(d=deployments, batch=st.floats(0.0, 2048.0))
+def test_the_compiled_serving_solve_steps_like_the_step_model(d: dict[str, Any], batch: float) -> None:
+    # the compiled solve (costmodel._serve_kernel) times decode steps with its own scalar copy of
+    # StepModel.decode_step (which the simulation's step tables use): the two must agree to the last bit
+    st_ = static_terms(TABLES, cand(d.pop("model"), d.pop("gpu"), **d))
+    sm = step_model(st_, PARAMS)
+    want = sm.decode_step(np.asarray([batch]))
+    got = _decode_step_f(batch, sm.pp[0], sm.dense_s[0], sm.expert_s[0], sm.log_miss[0], bool(sm.moe[0]), sm.seq_s[0],
+                         sm.flop_s_seq[0], sm.comm_fixed_s[0], sm.comm_seq_s[0], float(sm.step_fixed_s[0]))
+    assert got == (float(want[0][0]), float(want[1][0]))
+
+
+def test_the_serving_solve_is_compiled_once_for_every_mode() -> None:
+    # another argument type (a read-only view, say) would compile the kernel again: ~6 s in a request
+    warm_up()
+    for mode in MODES:
+        run(cand("Qwen/Qwen3-30B-A3B", "h100-sxm", mode=mode, load=[1.0, 8.0]))
+    assert len(_serve_kernel.signatures) == 1

@@ -26,6 +26,7 @@ from service.core.costmodel import (
     static_terms,
     step_model,
 )
+from service.core.scheduler import _loop, warm_up
 from service.core.simulate import (
     QUANTILES,
     Lengths,
@@ -293,3 +294,11 @@ def test_lengths_follow_the_requested_distribution() -> None:
 def test_quantiles_are_numpys_linear_percentiles(x: list[float]) -> None:
     want = np.percentile(np.asarray(x), [100 * q for q in QUANTILES.values()])
     assert np.allclose(_linear_quantiles(np.asarray(x)), want, rtol=1e-12, atol=0)
+
+
+def test_the_event_loop_is_compiled_once() -> None:
+    warm_up()
+    for engine in ("vllm", "trtllm"):
+        _, _, rep = setup(mode="concurrency", load=8, reserve_full=engine == "trtllm")
+        run(rep, MODE_CONCURRENCY, 8, 512, 64, n=50)
+    assert len(_loop.signatures) == 1
