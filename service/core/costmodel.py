@@ -599,18 +599,26 @@ def step_model(s: Static, p: Params) -> StepModel:
     return sm
 
 
+def _kernel_arg(v: Any, n: int) -> F:
+    """``v`` as a contiguous, writeable float64 array of ``n``: the one argument type the kernels are compiled
+    for (warm_up). Most are already; converting each costs ~10 us, which a one-candidate prediction feels."""
+    if type(v) is np.ndarray and v.shape == (n,) and v.dtype == np.float64 and v.flags.c_contiguous \
+            and v.flags.writeable:
+        return v
+    return np.require(np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)), requirements=["C", "W"])
+
+
 def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
     """Prefill, decode and serving dynamics of candidates that all share one workload mode: the step model in
     numpy, the per-candidate solve compiled (``_serve_kernel``)."""
     sm = step_model(s, p)
     n = len(s.isl)
     moe = np.broadcast_to(sm.moe, (n,))
-    # contiguous, writeable float64 arrays: the one type the kernel is compiled for (warm_up)
-    per_candidate = [np.require(np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)), requirements="CW") for v in (
+    per_candidate = [_kernel_arg(v, n) for v in (
         s.isl, s.osl, s.pp, s.load / s.replicas, s.cap_mean, s.max_batched_tok, sm.c_prefill_s, sm.prefill_alone_s,
         sm.dense_s, sm.expert_s, sm.log_miss, sm.seq_s, sm.flop_s_seq, sm.comm_fixed_s, sm.comm_seq_s,
         sm.step_fixed_s, p.step_overhead_s, p.ttft_fixed_s, p.wave)]
-    batch, ttft, tpot, x, share, overloaded = _serve_kernel(int(mode_value), np.require(moe, np.bool_, "CW"),
+    batch, ttft, tpot, x, share, overloaded = _serve_kernel(int(mode_value), np.require(moe, np.bool_, ["C", "W"]),
                                                             *per_candidate)
     prefill_alone = sm.prefill_alone_s
     if mode_value == MODE_STATIC:
