@@ -747,8 +747,16 @@ def _serve_kernel(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_
         return out_b, out_ttft, out_tpot, out_x, out_share, out_over
     # regula falsi with the Illinois modification on [0, top] for excess(b), which rises with b: closed loop
     # b + X(b) TTFT(b) - C; open loop X(b) - lam. Step 0 evaluates the top end; the last only interpolates.
+    # Where excess is not positive even at the top end (the closed loop saturates the cap), every step
+    # moves the low end up and the answer is the top: those candidates skip the steps (same result).
+    todo = np.arange(n)
     for it in range(_ROOT_STEPS + 2):
-        for i in range(n):
+        if it == 1:
+            todo = todo[f_hi[todo] > 0.0]
+            for i in range(n):
+                if not f_hi[i] > 0.0:
+                    out_b[i] = hi[i]
+        for i in todo:
             if it == 0:
                 xb = hi[i]
             else:
