@@ -756,7 +756,8 @@ def _serve_kernel(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_
             for i in range(n):
                 if not f_hi[i] > 0.0:
                     out_b[i] = hi[i]
-        for i in todo:
+        for k in range(len(todo)):
+            i = int(todo[k])
             if it == 0:
                 xb = hi[i]
             else:
