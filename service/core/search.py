@@ -13,6 +13,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 F = NDArray[np.float64]
+# ``first_per_group`` indexes group ids directly (no sort) when they are non-negative integers below this
+# many per row: the table it fills then stays within a small multiple of the rows.
+DENSE_GROUPS_PER_ROW = 4
 
 
 def rank_order(primary: F, secondary: F, tertiary: F | None = None) -> NDArray[np.int64]:
@@ -23,24 +26,37 @@ def rank_order(primary: F, secondary: F, tertiary: F | None = None) -> NDArray[n
 
 def first_per_group(order: NDArray[np.int64], group: NDArray[Any]) -> NDArray[np.int64]:
     """The first candidate of each group in ``order``, kept in that order."""
-    _, first = np.unique(group[order], return_index=True)
+    g = group[order]
+    if len(g) and g.dtype.kind in "iu" and g.min() >= 0 and g.max() <= DENSE_GROUPS_PER_ROW * len(g):
+        # small non-negative group ids (layout indices): the first position of each id, by one pass
+        first = np.full(int(g.max()) + 1, len(g))
+        np.minimum.at(first, g, np.arange(len(g)))
+        return order[np.sort(first[first < len(g)])]
+    _, first = np.unique(g, return_index=True)
     return order[np.sort(first)]
 
 
 def pareto_front(minimise: F) -> NDArray[np.int64]:
-    """Rows of ``minimise`` (n x k, every column to be minimised) that no other row dominates (no worse
-    on every column and better on one). Rows are swept in lexicographic order, so a row can only be
-    dominated by one before it, and (domination being transitive) only by one already on the front."""
+    """Rows of ``minimise`` (n x k, every column to be minimised; NaN counts as worst) that no other row
+    dominates (no worse on every column and better on one); of rows equal on every column, the first.
+
+    Rows are taken in lexicographic order, so a row can only be dominated by (or equal to) a row before it:
+    a row is left out exactly when an earlier row is no worse on every column (that covers both cases).
+    The first row left is therefore on the front; every row it is no worse than is then dropped at once (one
+    vectorised comparison), and the next row left is again on the front (a row before it that is no worse
+    would have been dropped by a front row no worse than that row, or be on the front itself). One pass
+    per front row, each over the rows still left: O(n x front) comparisons in numpy."""
     m = np.nan_to_num(minimise, nan=np.inf)
     order = np.lexsort(m.T[::-1])
+    left = np.ascontiguousarray(m[order].T)         # k x n, columns in sweep order
+    pos = np.arange(len(order))
     front: list[int] = []
-    kept = np.empty((0, m.shape[1]))
-    for i in order:
-        row = m[i]
-        if len(front) and ((kept <= row).all(axis=1) & (kept < row).any(axis=1)).any():
-            continue
-        if len(front) and (kept == row).all(axis=1).any():
-            continue                                    # an exact tie with a kept row adds nothing
-        front.append(int(i))
-        kept = np.vstack([kept, row])
-    return np.asarray(sorted(front), dtype=np.int64)
+    while pos.size:
+        front.append(int(pos[0]))
+        head = left[:, 0]
+        rest = left[:, 1:]
+        worse = rest[0] >= head[0]
+        for c in range(1, len(head)):
+            worse &= rest[c] >= head[c]
+        left, pos = rest[:, ~worse], pos[1:][~worse]
+    return np.sort(order[np.asarray(front, dtype=np.int64)]).astype(np.int64)

@@ -1,0 +1,98 @@
+"""The search's helpers against their definitions, written out the slow way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from service.core.costmodel import take_rows
+from service.core.search import first_per_group, pareto_front
+from service.recommend import Packed
+
+
+def pareto_by_definition(minimise: np.ndarray) -> np.ndarray:
+    """Rows no other row dominates (no worse on every column, better on one); of equal rows, the first.
+    NaN counts as worst, as in ``pareto_front``. O(n^2)."""
+    m = np.nan_to_num(minimise, nan=np.inf)
+    keep = []
+    for i in range(len(m)):
+        dominated = ((m <= m[i]).all(axis=1) & (m < m[i]).any(axis=1)).any()
+        repeated = (m[:i] == m[i]).all(axis=1).any()
+        if not (dominated or repeated):
+            keep.append(i)
+    return np.asarray(keep, dtype=np.int64)
+
+
+def random_rows(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+    """Rows with many ties (few distinct values per column) and some NaN, +-inf and signed zeros."""
+    if rng.random() < 0.5:
+        m = rng.integers(0, int(rng.integers(1, 5)), size=(n, k)).astype(np.float64)
+    else:
+        m = rng.random((n, k))
+        m[:, -1] = -m[:, 0] + 0.1 * rng.random(n)        # anti-correlated: a large front
+    special = rng.random((n, k)) < 0.1
+    m[special] = rng.choice([np.nan, np.inf, -np.inf, -0.0, 0.0], size=int(special.sum()))
+    return m
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_pareto_front_is_the_set_no_row_dominates(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        m = random_rows(rng, int(rng.integers(0, 300)), int(rng.integers(1, 5)))
+        got = pareto_front(m)
+        assert got.dtype == np.int64
+        assert np.array_equal(got, pareto_by_definition(m))
+
+
+def test_pareto_front_small_cases() -> None:
+    inf, nan = np.inf, np.nan
+    assert np.array_equal(pareto_front(np.array([[1.0, 2.0], [1.0, 2.0], [2.0, 1.0]])), [0, 2])
+    assert np.array_equal(pareto_front(np.array([[nan, 1.0], [inf, 1.0], [5.0, 1.0]])), [2])
+    assert np.array_equal(pareto_front(np.array([[nan, 0.0], [inf, 1.0]])), [0, 1])
+    assert np.array_equal(pareto_front(np.zeros((0, 4))), np.zeros(0, dtype=np.int64))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_first_per_group_keeps_each_groups_first_in_order(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        n = int(rng.integers(0, 400))
+        group = rng.integers(-3 if rng.random() < 0.2 else 0, int(rng.integers(1, 3000)), n + 5)
+        if rng.random() < 0.2:
+            group = group.astype(np.float64)
+        order = rng.permutation(n + 5)[:n].astype(np.int64)
+        seen: set[float] = set()
+        want = []
+        for i in order:
+            if group[i] not in seen:
+                seen.add(group[i])
+                want.append(i)
+        assert np.array_equal(first_per_group(order, group), np.asarray(want, dtype=np.int64))
+
+
+@dataclass
+class Mixed:
+    a: np.ndarray           # float per candidate
+    b: np.ndarray           # bool per candidate
+    c: np.ndarray           # int per candidate
+    d: np.ndarray           # 2-D per candidate
+    e: float                # shared
+    f: np.ndarray           # 0-d: shared
+
+
+def test_packed_take_is_take_rows() -> None:
+    # the search gathers its probes' static terms by Packed.take: the same object take_rows gives
+    rng = np.random.default_rng(0)
+    n = 50
+    obj = Mixed(a=rng.random(n), b=rng.random(n) < 0.5, c=rng.integers(0, 9, n), d=rng.random((n, 3)), e=2.5,
+                f=np.float64(1.5) * np.ones(()))
+    idx = rng.integers(0, n, 30)
+    got, want = Packed(obj).take(idx), take_rows(obj, idx)
+    for name in ("a", "b", "c", "d", "f"):
+        assert np.array_equal(getattr(got, name), getattr(want, name))
+        assert getattr(got, name).dtype == getattr(want, name).dtype
+    assert got.e == want.e
+    assert Packed(obj).take(idx, e=3.0).e == 3.0
