@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants, GpuSpec, ModelSpec
@@ -18,6 +19,7 @@ from service.core.calibration import LEVELS, METRICS, Calibration, calibration_e
 from service.core.costmodel import (
     GB_BYTES,
     MODES,
+    PARAM_NAMES,
     Candidates,
     Params,
     Result,
@@ -43,6 +45,7 @@ from service.schemas.predictions import (
 )
 from service.simulation import Simulation, percentile_method, simulate_deployment, simulated, skip_reason
 
+F = NDArray[np.float64]
 MS_PER_S = 1e3
 S_PER_HOUR = 3600.0
 TOKENS_PER_MILLION = 1e6
@@ -127,6 +130,12 @@ class Advisor:
         self.engines = {e.id: e for e in catalog.engines}
         self.support = {(r.engine, r.kind, r.dtype, r.architecture): r.level for r in catalog.support}
         self.index = self.tables.index()
+        # engine defaults by (engine, version, GPU): read from the engines' vocabularies once
+        self._defaults: dict[tuple[str, str, str], EngineDefaults] = {}
+        # fitted parameters (rows in PARAM_NAMES order) and each (segment key, current generation)'s row, for the
+        # calibration they were read from; replaced whole, never changed in place (requests run in threads)
+        self._params_held: tuple[Calibration | None, dict[tuple[tuple[str, str, str, str], bool], int], F] = (
+            None, {}, np.zeros((0, len(PARAM_NAMES))))
 
     # --- resolution and validation -------------------------------------------------------------------
 
@@ -209,7 +218,9 @@ class Advisor:
 
     def settings_for(self, dep: Deployment, gpu: GpuSpec, wl: Workload) -> tuple[ResolvedSettings, EngineDefaults]:
         version = dep.engine_version or self.engines[dep.engine].default_version
-        d = resolve(dep.engine, version, gpu, self.constants)
+        d = self._defaults.get((dep.engine, version, gpu.id))
+        if d is None:
+            d = self._defaults[(dep.engine, version, gpu.id)] = resolve(dep.engine, version, gpu, self.constants)
         a = dep.engine_args
         fraction = a.gpu_memory_utilization if dep.engine == "vllm" else a.kv_cache_free_gpu_memory_fraction
         return ResolvedSettings(
@@ -230,9 +241,25 @@ class Advisor:
         return tables, len(tables.model_ids) - 1
 
     def params_for(self, keys: list[tuple[str, str, str, str]], current: list[bool]) -> Params:
-        return self.cal.calibration.params_for(keys, np.asarray(current, dtype=bool))
+        """Fitted parameters of each (engine, arch, GPU, dtype) key, of the current engine generation or not:
+        looked up once per key for the calibration in use (a new calibration starts afresh)."""
+        cal = self.cal.calibration
+        held = self._params_held
+        if held[0] is not cal:
+            held = (cal, {}, np.zeros((0, len(PARAM_NAMES))))
+        wanted = list(zip(keys, current, strict=True))
+        missing = list(dict.fromkeys(w for w in wanted if w not in held[1]))
+        if missing:
+            got = cal.params_for([k for k, _ in missing], np.asarray([c for _, c in missing], dtype=bool))
+            new = np.stack([np.asarray(getattr(got, n), dtype=np.float64) for n in PARAM_NAMES], axis=1)
+            row_of = {**held[1], **{w: len(held[1]) + i for i, w in enumerate(missing)}}
+            held = self._params_held = (cal, row_of, np.concatenate([held[2], new]))
+        return Params.from_matrix(held[2][np.asarray([held[1][w] for w in wanted], dtype=np.int64)])
 
-    def predict(self, req: PredictionRequest) -> PredictionResponse:
+    def predict(self, req: PredictionRequest, launch: Launch | None = None) -> PredictionResponse:
+        """``launch``: the deployment's launch when the caller has already rendered it (``self.launch`` of the
+        same deployment and settings: the recommender checks it before predicting), so it is not rendered
+        twice."""
         model = self.model_for(req.model, req.model_spec)
         dep, wl = req.deployment, req.workload
         self.check_runnable(model, dep, wl, ["deployment"])
@@ -260,7 +287,7 @@ class Advisor:
         sim = (simulate_deployment(static, params, dep, wl, req.simulation)
                if bool(res.fits[0]) and req.simulation.enabled and skip is None else None)
         model_name = req.model or (req.model_spec.name if req.model_spec else model.id)
-        out = self._response(model, model_name, dep, wl, gpu, settings, res, params, key, sim)
+        out = self._response(model, model_name, dep, wl, gpu, settings, res, params, key, sim, launch)
         if skip and out.fits and req.simulation.enabled:
             out.notes.append(skip)
         return out
@@ -286,7 +313,8 @@ class Advisor:
 
     def _response(self, model: ModelSpec, model_name: str, dep: Deployment, wl: Workload, gpu: GpuSpec,
                   settings: ResolvedSettings, res: Result, params: Params,
-                  key: tuple[str, str, str, str], sim: Simulation | None = None) -> PredictionResponse:
+                  key: tuple[str, str, str, str], sim: Simulation | None = None,
+                  launch: Launch | None = None) -> PredictionResponse:
         i = 0
         fits = bool(res.fits[i])
         notes: list[str] = []
@@ -353,7 +381,8 @@ class Advisor:
             cost=Cost(usd_per_hour=round(usd_h, 4) if usd_h else None,
                       usd_per_million_output_tokens=round(usd_m, 4) if usd_m else None,
                       price_source=gpu.sources.price),
-            settings=settings, confidence=confidence, launch=self.launch(model_name, dep, settings), notes=notes)
+            settings=settings, confidence=confidence,
+            launch=launch if launch is not None else self.launch(model_name, dep, settings), notes=notes)
 
     @staticmethod
     def predicted(res: Result, params: Params, i: int, wl: Workload, sim: Simulation | None = None) -> Predicted:

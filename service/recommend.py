@@ -1,31 +1,50 @@
 """The deployment search behind POST /v1/recommendations.
 
-Every allowed GPU x engine x weight dtype x KV dtype x TP x PP x engine settings x replica count is built
-as arrays and scored by the cost model in one pass; feasibility is a mask and ranking a sort. The only
-pruning is exact: a layout whose weights and fixed reserve alone overflow a GPU (at the smallest
-settings of the grid) cannot fit with any settings, so its settings and replicas are never expanded.
-The answer's deployments are then re-predicted one by one through ``Advisor.predict``, so each
-recommendation carries exactly what ``POST /v1/predictions`` says of it.
+Every allowed GPU x engine x weight dtype x KV dtype x TP x PP x engine settings x replica count is a
+candidate, decided exactly by the cost model over arrays; feasibility is a mask and ranking a sort. The
+only pruning is exact: a layout whose weights and fixed reserve alone overflow a GPU (at the smallest
+settings of the grid) cannot fit with any settings, so its settings and replicas are never expanded. A
+layout at one setting (a unit) has its static terms, parameters and latency floors computed once per
+request; its replica counts are decided by a few probes each (the verdict is monotone in replicas), and a
+candidate probed twice is solved once. The answer's deployments are then re-predicted one by one through
+``Advisor.predict``, so each recommendation carries exactly what ``POST /v1/predictions`` says of it.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from gpu_catalog.schema import GpuSpec
+from gpu_catalog.schema import GpuSpec, ModelSpec
 from service import verify
 from service.advisor import QUANTILES, Advisor, InvalidRequest, analytic_ttft_quantile_s
 from service.core import search
 from service.core.calibration import calibration_engine
-from service.core.costmodel import MODE_STATIC, MODES, Candidates, Params, serve, static_terms, take_rows
+from service.core.costmodel import (
+    MODE_STATIC,
+    MODES,
+    Candidates,
+    Params,
+    Tables,
+    serve,
+    static_terms,
+)
 from service.core.engine_defaults import EngineDefaults, is_current, resolve
-from service.schemas.predictions import Cost, Deployment, EngineArgs, Launch, Predicted, PredictionRequest
+from service.schemas.predictions import (
+    Cost,
+    Deployment,
+    EngineArgs,
+    Launch,
+    Predicted,
+    PredictionRequest,
+    Workload,
+)
 from service.schemas.recommendations import (
     DEFAULT_MAX_GPUS,
     Closest,
@@ -63,6 +82,8 @@ QUALITY_RANK = {"lossless": 0, "near-lossless": 1, "noticeable": 2}
 # shortens each mixed step (and frees activation memory for the KV cache).
 MAX_NUM_SEQS_GRID = (64, 256)
 MAX_BATCHED_TOKENS_GRID = (4096,)
+# Settings per layout before deduplication: the engine default and each grid value, of both settings.
+N_SETTINGS = (1 + len(MAX_NUM_SEQS_GRID)) * (1 + len(MAX_BATCHED_TOKENS_GRID))
 # Replica counts tried (each bounded by max_gpus, and by the concurrency: idle replicas only cost).
 REPLICA_GRID = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 192, 256, 384, 512)
 # Tensor and pipeline sizes tried (TP within a node; PP > 1 only when multi_node is allowed).
@@ -87,7 +108,7 @@ class Applied:
 class Scored:
     """One search's candidates and what the model says of them."""
 
-    cand: Candidates
+    context_tok: int                        # max_model_len of every candidate: the workload's context
     layout: NDArray[np.int64]               # index into the layout table
     layouts: list[tuple[str, str, str, str, str, int, int]]   # engine, version, gpu, wd, kv, tp, pp
     replicas: F
@@ -104,10 +125,105 @@ class Scored:
     usd_per_m: F
     overloaded: NDArray[np.bool_]
     generated: int
-    scored: int                             # candidates whose memory and latency floors were computed
+    scored: int                             # distinct candidates whose memory and latency floors were looked at
     solved: int                             # ... and whose serving steady state was solved (floors within SLA)
     feasible_total: int = -1                # candidates meeting every constraint (-1: count the mask)
     pruned: int = 0                         # (scope "ends") items whose layout cannot hold the weights
+
+
+@dataclass
+class Solves:
+    """Serving solves of a search's units at one load, by candidate (a unit at a replica option; flat index
+    ``option x units + unit``, so that the few options a scope probes stay in few memory pages), filled as
+    the search probes them: a candidate probed again (the answer's re-scoring of the bisection's verdicts,
+    the account of an infeasible search) is solved once."""
+
+    units: int
+    done: NDArray[np.bool_]
+    ttft_s: F                               # at the SLA's percentile (analytic tail)
+    tpot_s: F
+    out_tok_s: F
+    overloaded: NDArray[np.bool_]
+
+    @classmethod
+    def empty(cls, units: int) -> Solves:
+        n = units * len(REPLICA_GRID)
+        return cls(units=units, done=np.zeros(n, dtype=bool), ttft_s=np.zeros(n), tpot_s=np.zeros(n),
+                   out_tok_s=np.zeros(n), overloaded=np.zeros(n, dtype=bool))
+
+    def at(self, u: NDArray[np.int64], j: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Flat index of units ``u`` at options ``j``."""
+        return j * self.units + u
+
+
+class Packed:
+    """A dataclass of per-candidate arrays (``Static``, ``Params``) with its 1-D arrays packed into one matrix
+    per dtype, a row per field, so that a subset of candidates is gathered by one ``np.take`` per dtype rather
+    than one indexing per field (``take_rows``): the search gathers its probes' rows every round."""
+
+    def __init__(self, obj: Any) -> None:
+        self.kind = type(obj)
+        self.fixed: dict[str, Any] = {}                 # not per-candidate arrays: kept as they are
+        self.each: dict[str, NDArray[Any]] = {}         # per-candidate arrays of more dimensions
+        by_dtype: dict[np.dtype[Any], list[str]] = {}
+        for f in fields(obj):
+            v = getattr(obj, f.name)
+            if not (isinstance(v, np.ndarray) and v.ndim):
+                self.fixed[f.name] = v
+            elif v.ndim == 1:
+                by_dtype.setdefault(v.dtype, []).append(f.name)
+            else:
+                self.each[f.name] = v
+        self.packed = [(names, np.stack([getattr(obj, n) for n in names])) for names in by_dtype.values()]
+
+    def take(self, idx: NDArray[np.int64], **values: Any) -> Any:
+        """The object of candidates ``idx`` (as ``take_rows`` gives it), with ``values`` set."""
+        out = dict(self.fixed)
+        for names, mat in self.packed:
+            out.update(zip(names, np.take(mat, idx, axis=1), strict=True))
+        out.update({name: v[idx] for name, v in self.each.items()})
+        out.update(values)
+        return self.kind(**out)
+
+
+@dataclass
+class Units:
+    """A search's units (layout x engine settings) and what depends on neither the load nor the replica
+    count: built once per request and shared by its searches (the answer, the account of an infeasible
+    one, the relaxations of the load and of the budget)."""
+
+    layouts: list[tuple[str, str, str, str, str, int, int]]
+    lay: NDArray[np.int64]                  # per layout: GPU, weight dtype, KV dtype (indices), TP, PP
+    dset: F                                 # per layout: default seqs, tokens, memory fraction, budget kind
+    price: F                                # per layout: USD per GPU-hour (NaN: no public price)
+    fits_min: NDArray[np.bool_]             # per layout: holds the weights at the smallest settings
+    li: NDArray[np.int64]                   # per unit: its layout
+    seqs: F
+    toks: F
+    static: Packed                          # Static per unit, at one replica and unit load (set per probe)
+    params: Packed                          # Params per unit
+    ttft_lb_s: F                            # per unit, latency floors: one request alone
+    tpot_lb_s: F
+    fits: NDArray[np.bool_]
+    solves: dict[tuple[float, float | None], Solves] = field(default_factory=dict)   # by (load, quantile)
+
+
+# What the searches of one request share: their Units, by everything that decides them.
+SearchMemo = dict[tuple[Any, ...], Units | None]
+
+
+def candidates(lay: NDArray[np.int64], dset: F, m_idx: int, wl: Workload, li: NDArray[np.int64], seqs: F, toks: F,
+               reps: F, loads: F) -> Candidates:
+    """Layouts ``li`` (rows of ``lay`` and ``dset``, as in ``Units``) at the given settings, replicas and
+    loads, for the workload ``wl``."""
+    n = len(li)
+    return Candidates(
+        model=np.full(n, m_idx, dtype=np.int64), gpu=lay[li, 0], wdtype=lay[li, 1], kvdtype=lay[li, 2],
+        budget=dset[li, 3].astype(np.int64), tp=lay[li, 3].astype(np.float64),
+        pp=lay[li, 4].astype(np.float64), ep=np.ones(n), replicas=reps, max_num_seqs=seqs,
+        max_batched_tok=toks, mem_fraction=dset[li, 2], input_tok=np.full(n, float(wl.input_tokens)),
+        output_tok=np.full(n, float(wl.output_tokens)), mode=np.full(n, MODES[wl.mode], dtype=np.int64),
+        load=loads, context_tok=np.full(n, float(wl.context_tokens)))
 
 
 def apply_scenario(req: RecommendationRequest) -> Applied:
@@ -157,10 +273,15 @@ class Recommender:
 
     # --- the grid ----------------------------------------------------------------------------------
 
-    def search(self, req: RecommendationRequest, ap: Applied, scope: str = "search") -> Scored:
+    def search(self, req: RecommendationRequest, ap: Applied, scope: str = "search",
+               memo: SearchMemo | None = None) -> Scored:
         """``scope``: ``search`` decides every candidate and scores what it needs (the answer);
         ``ends`` scores each layout and setting at its fewest and most replicas with every solve done (the
-        account of an infeasible search); ``all`` scores every candidate (tests check ``search`` by it)."""
+        account of an infeasible search); ``most`` scores each at its most replicas within the budget (some
+        candidate meets every constraint exactly when one of these does: more replicas only help the other
+        bounds); ``all`` scores every candidate (tests check ``search`` by it). ``memo``: the searches of one
+        request share what depends on neither the load, the budget nor the scope (``Units``), and the
+        serving solves already done."""
         adv = self.advisor
         model = adv.model_for(req.model, req.model_spec)
         tables, m_idx = adv.tables_for(model)
@@ -186,140 +307,78 @@ class Recommender:
         wds = [w for w in wds if QUALITY_RANK[adv.weight_dtypes[w].quality] <= max_q]
         kvs = [k for k in kvs if QUALITY_RANK[adv.kv_dtypes[k].quality] <= max_q]
         max_gpus = int(cons.max_gpus or DEFAULT_MAX_GPUS)
-        heads, kv_heads = model.num_attention_heads, model.num_kv_heads
-
-        layouts: list[tuple[str, str, str, str, str, int, int]] = []
-        lay_settings: list[tuple[float, float, float, int]] = []   # default seqs, tokens, fraction, budget
-        for e in engines:
-            for g in gpus:
-                gpu = adv.gpus[g]
-                if gpu.vendor not in adv.engines[e].vendors:
-                    continue
-                d = self.defaults(e, versions[e], gpu)
-                arch = gpu.architecture
-                ok_w = [w for w in wds if (e, "weight", w, arch) in adv.support]
-                ok_k = [k for k in kvs if (e, "kv", k, arch) in adv.support]
-                per_node = gpu.max_gpus_per_node
-                tps = [t for t in TP_GRID if t <= min(per_node, max_gpus) and heads % t == 0
-                       and (t <= kv_heads or t % kv_heads == 0)]
-                pairs = [(t, 1) for t in tps]
-                if cons.multi_node and tps:
-                    top = tps[-1]
-                    pairs += [(top, p) for p in PP_GRID_MULTI_NODE if top * p <= max_gpus and p <= model.num_layers]
-                for w in ok_w:
-                    for k in ok_k:
-                        for t, p in pairs:
-                            layouts.append((e, versions[e], g, w, k, t, p))
-                            lay_settings.append((float(d.max_num_seqs), float(d.max_num_batched_tokens),
-                                                 d.mem_fraction, d.budget))
-        if not layouts:
-            return self._empty(layouts)
-        idx = adv.index
-        L = len(layouts)
-        lay = np.asarray([(idx["gpu"][g], idx["wdtype"][w], idx["kvdtype"][k], t, p)
-                          for _, _, g, w, k, t, p in layouts], dtype=np.int64)
-        dset = np.asarray(lay_settings, dtype=np.float64)
-        mode = MODES[wl.mode]
         load = {"concurrency": float(wl.concurrency or 0), "request_rate": float(wl.request_rate or 0.0),
                 "offline": float(wl.num_requests or 0)}[wl.mode]
-        ctx = float(wl.context_tokens)
-
-        def cands(li: NDArray[np.int64], seqs: F, toks: F, reps: F, loads: F) -> Candidates:
-            n = len(li)
-            return Candidates(
-                model=np.full(n, m_idx, dtype=np.int64), gpu=lay[li, 0], wdtype=lay[li, 1], kvdtype=lay[li, 2],
-                budget=dset[li, 3].astype(np.int64), tp=lay[li, 3].astype(np.float64),
-                pp=lay[li, 4].astype(np.float64), ep=np.ones(n), replicas=reps, max_num_seqs=seqs,
-                max_batched_tok=toks, mem_fraction=dset[li, 2], input_tok=np.full(n, float(wl.input_tokens)),
-                output_tok=np.full(n, float(wl.output_tokens)), mode=np.full(n, mode, dtype=np.int64),
-                load=loads, context_tok=np.full(n, ctx))
-
-        # settings grid per layout: the engine default and the grid values
-        seq_opts = [dset[:, 0]] + [np.full(L, float(v)) for v in MAX_NUM_SEQS_GRID]
-        tok_opts = [dset[:, 1]] + [np.full(L, float(v)) for v in MAX_BATCHED_TOKENS_GRID]
-        # exact prune: at the smallest settings of the grid a layout that does not fit never fits
-        li_all = np.arange(L)
-        s_min = np.minimum.reduce(seq_opts)
-        t_min = np.minimum.reduce(tok_opts)
-        fits_min = static_terms(tables, cands(li_all, s_min, t_min, np.ones(L), np.full(L, load))).fits
+        memo = {} if memo is None else memo
+        key = (model.id, m_idx, tuple(engines), tuple(versions.values()), tuple(gpus), tuple(wds), tuple(kvs),
+               max_gpus, bool(cons.multi_node), wl.input_tokens, wl.output_tokens, wl.context_tokens, wl.mode)
+        if key not in memo:
+            memo[key] = self._units(model, tables, m_idx, wl, versions, gpus, wds, kvs, max_gpus,
+                                    bool(cons.multi_node))
+        un = memo[key]
+        if un is None:
+            return self._empty([])
+        layouts = un.layouts
+        lay, li_s, m = un.lay, un.li, len(un.li)
         per_layout_gpus = lay[:, 3] * lay[:, 4]
         reps_grid = np.asarray(REPLICA_GRID, dtype=np.float64)
         rep_ok = reps_grid[None, :] * per_layout_gpus[:, None] <= max_gpus
         if wl.mode == "concurrency":
             rep_ok &= reps_grid[None, :] <= max(load, 1.0)
-        n_settings = len(seq_opts) * len(tok_opts)
-        generated = int(rep_ok.sum()) * n_settings
-
-        keep = np.flatnonzero(fits_min)
-        li_parts, s_parts, t_parts = [], [], []
-        for so in seq_opts:
-            for to in tok_opts:
-                li_parts.append(keep)
-                s_parts.append(so[keep])
-                t_parts.append(to[keep])
-        li_s = np.concatenate(li_parts) if li_parts else np.zeros(0, dtype=np.int64)
-        seqs_s = np.concatenate(s_parts)
-        toks_s = np.concatenate(t_parts)
-        # drop duplicate settings (a default equal to a grid value)
-        key = np.stack([li_s.astype(np.float64), seqs_s, toks_s], axis=1)
-        _, uniq = np.unique(key, axis=0, return_index=True)
-        uniq = np.sort(uniq)
-        li_s, seqs_s, toks_s = li_s[uniq], seqs_s[uniq], toks_s[uniq]
-        m = len(li_s)
-        lay_params = self._layout_params(layouts)
-        options = rep_ok[li_s].sum(axis=1)          # replica options of each unit: a prefix of the grid
-        price = np.asarray([adv.gpus[layouts[i][2]].price_usd_per_gpu_hour or np.nan for i in range(L)])
+        generated = int(rep_ok.sum()) * N_SETTINGS
+        options = rep_ok.sum(axis=1)[li_s]          # replica options of each unit: a prefix of the grid
+        price = un.price
         osl_1 = wl.output_tokens - 1
         q = QUANTILES.get(ap.percentile)
-        floors: dict[str, int] = {}
+        solved = un.solves.get((load, q))
+        if solved is None:
+            solved = un.solves[(load, q)] = Solves.empty(m)
+        # the distinct candidates this search scored (a unit at a replica option), and of those solved
+        probed = np.zeros(m * len(reps_grid), dtype=bool)
+        counts = {"scored": 0, "solved": 0}
+        # Exact latency floors (one request alone: TTFT >= front end + its prefill, at any percentile; TPOT >=
+        # one decode step of one sequence, since steps only grow with the batch). A candidate whose floor
+        # already breaks a bound is infeasible at any load: its serving solve is skipped. Per unit (floors
+        # do not depend on the replica count).
+        within_floor = un.fits.copy()
+        for limit_ms, floor_s in ((ap.sla.ttft_ms, un.ttft_lb_s), (ap.sla.tpot_ms, un.tpot_lb_s),
+                                  (ap.sla.e2e_ms, un.ttft_lb_s + osl_1 * un.tpot_lb_s)):
+            if limit_ms is not None:
+                within_floor &= floor_s * MS_PER_S <= limit_ms
 
-        def score(u: NDArray[np.int64], reps: F, skip_by_floor: bool) -> Scored:
-            """The units ``u`` at ``reps`` replicas each, through the cost model."""
-            li_c, seqs_c, toks_c = li_s[u], seqs_s[u], toks_s[u]
+        def score(u: NDArray[np.int64], j: NDArray[np.int64], skip_by_floor: bool) -> Scored:
+            """The units ``u`` at ``REPLICA_GRID[j]`` replicas each, through the cost model."""
+            li_c, seqs_c, toks_c, reps = li_s[u], un.seqs[u], un.toks[u], reps_grid[j]
             n = len(li_c)
-            c = cands(li_c, seqs_c, toks_c, reps, np.full(n, load))
-            params = Params.from_matrix(lay_params[li_c])
-            st = static_terms(tables, c)
-            # Exact latency floors (one request alone: TTFT >= front end + its prefill, at any percentile;
-            # TPOT >= one decode step of one sequence, since steps only grow with the batch). A candidate
-            # whose floor already breaks a bound is infeasible at any load: its serving solve is skipped.
-            alone = serve(replace(st, mode=np.full(n, MODE_STATIC, dtype=np.int64), load=np.ones(n)), params)
-            ttft_lb = params.ttft_fixed_s + alone.prefill_s
-            tpot_lb = alone.tpot_s
-            solve = alone.fits.copy()
-            if skip_by_floor:
-                for limit_ms, floor_s in ((ap.sla.ttft_ms, ttft_lb), (ap.sla.tpot_ms, tpot_lb),
-                                          (ap.sla.e2e_ms, ttft_lb + osl_1 * tpot_lb)):
-                    if limit_ms is not None:
-                        solve &= floor_s * MS_PER_S <= limit_ms
-            ttft, tpot, out_tok_s = ttft_lb.copy(), tpot_lb.copy(), np.zeros(n)
-            overloaded = np.zeros(n, dtype=bool)
-            sel = np.flatnonzero(solve)
+            # candidates not solved keep their floors (and no throughput)
+            ttft, tpot, fits = un.ttft_lb_s[u], un.tpot_lb_s[u], un.fits[u]
+            out_tok_s, overloaded = np.zeros(n), np.zeros(n, dtype=bool)
+            sel = np.flatnonzero(within_floor[u] if skip_by_floor else fits)
+            cand = solved.at(u, j)                      # flat candidate index
             if len(sel):
-                p_sel = take_rows(params, sel)
-                res = serve(take_rows(st, sel), p_sel)
-                t_sel = res.ttft_s
-                if q is not None:
-                    t_sel = analytic_ttft_quantile_s(t_sel, p_sel.ttft_fixed_s, res.prefill_s, q)
-                ttft[sel], tpot[sel], out_tok_s[sel] = t_sel, res.tpot_s, res.output_tok_s
-                overloaded[sel] = res.overloaded
+                at = cand[sel]
+                self._solve(un, solved, at, load, q)
+                ttft[sel], tpot[sel] = solved.ttft_s[at], solved.tpot_s[at]
+                out_tok_s[sel], overloaded[sel] = solved.out_tok_s[at], solved.overloaded[at]
             n_gpus = per_layout_gpus[li_c] * reps
             usd_h = price[li_c] * n_gpus
             with np.errstate(divide="ignore", invalid="ignore"):
                 usd_m = usd_h / (out_tok_s * S_PER_HOUR) * TOKENS_PER_MILLION
-            floors["scored"] = floors.get("scored", 0) + n
-            floors["solved"] = floors.get("solved", 0) + len(sel)
+            first_time = ~probed[cand]
+            probed[cand] = True
+            counts["scored"] += int(first_time.sum())
+            counts["solved"] += int(first_time[sel].sum())
             return Scored(
-                cand=c, layout=li_c, layouts=layouts, replicas=reps, seqs=seqs_c, tokens=toks_c,
-                frac=dset[li_c, 2], n_gpus=n_gpus.astype(np.float64), usd_h=usd_h, fits=alone.fits,
+                context_tok=wl.context_tokens, layout=li_c, layouts=layouts, replicas=reps, seqs=seqs_c, tokens=toks_c,
+                frac=un.dset[li_c, 2], n_gpus=n_gpus, usd_h=usd_h, fits=fits,
                 ttft_ms=ttft * MS_PER_S, tpot_ms=tpot * MS_PER_S, e2e_ms=(ttft + osl_1 * tpot) * MS_PER_S,
                 out_tok_s=out_tok_s, usd_per_m=usd_m, overloaded=overloaded, generated=generated, scored=n,
                 solved=len(sel))
 
         if scope == "all":
             u_all = np.repeat(np.arange(m), options)
-            reps_all = np.broadcast_to(reps_grid, (m, len(reps_grid)))[rep_ok[li_s]]
-            out = score(u_all, reps_all.astype(np.float64), skip_by_floor=False)
+            j_all = np.broadcast_to(np.arange(len(reps_grid)), (m, len(reps_grid)))[rep_ok[li_s]]
+            out = score(u_all, j_all, skip_by_floor=False)
             out.feasible_total = -1
             return out
         if scope == "ends":
@@ -327,34 +386,64 @@ class Recommender:
             ends = np.flatnonzero(options > 1)
             u_all = np.concatenate([np.arange(m), ends])
             j_all = np.concatenate([np.zeros(m, dtype=np.int64), options[ends] - 1])
-            out = score(u_all, reps_grid[j_all], skip_by_floor=False)
+            out = score(u_all, j_all, skip_by_floor=False)
             out.feasible_total = -1
             # the layouts that cannot hold the weights, counted the same way (settings x replica ends)
-            gone = np.flatnonzero(~fits_min)
-            out.pruned = int((np.minimum(rep_ok[gone].sum(axis=1), 2)).sum()) * n_settings
+            gone = np.flatnonzero(~un.fits_min)
+            out.pruned = int((np.minimum(rep_ok[gone].sum(axis=1), 2)).sum()) * N_SETTINGS
+            return out
+        if scope == "most":
+            # each unit at its most replicas within the budget (the cost computed as ``score`` does)
+            n_within = options
+            if cons.max_usd_per_hour is not None:
+                usd_grid = price[li_s][:, None] * (per_layout_gpus[li_s][:, None] * reps_grid[None, :])
+                n_within = ((usd_grid <= cons.max_usd_per_hour) & rep_ok[li_s]).sum(axis=1)
+            some = np.flatnonzero(n_within > 0)
+            out = score(some, n_within[some] - 1, skip_by_floor=True)
+            out.feasible_total = -1
             return out
 
         # Replicas split the load, so every latency only falls and the throughput only rises as they are
         # added (the cost model's monotonicity in load, a tested property): the replica counts of a unit
-        # that meet the SLA are a suffix of its options, those within the budget a prefix. A binary search
-        # per unit (all units at once, ~5 rounds) finds where the suffix starts: every candidate's verdict
-        # is known exactly while only a few per unit are scored.
+        # that meet the SLA are a suffix of its options, those within the budget a prefix. Where the suffix
+        # starts (``first_ok``; the options count when nowhere) is bracketed per unit, lo <= first_ok <= hi:
+        # a probe that meets the bounds lowers hi to it, one that fails raises lo above it, and a binary
+        # search closes what is left (all units at once, a few rounds). Every candidate's verdict is known
+        # exactly while only a few per unit are scored.
+        top = options - 1                          # each unit's most replicas
         lo = np.zeros(m, dtype=np.int64)
         hi = options.astype(np.int64).copy()
-        # first probe one replica (the common answer when the SLA is loose), then bisect the rest
-        first = score(np.arange(m), np.full(m, reps_grid[0]), skip_by_floor=True)
-        one_ok = self.latency_ok(first, ap)
-        hi = np.where(one_ok, 0, hi)
-        lo = np.where(one_ok, 0, 1)
-        while True:
-            act = np.flatnonzero(lo < hi)
-            if not len(act):
-                break
-            mid = (lo[act] + hi[act]) // 2
-            trial = score(act, reps_grid[mid], skip_by_floor=True)
-            ok = self.latency_ok(trial, ap)
-            hi[act] = np.where(ok, mid, hi[act])
-            lo[act] = np.where(ok, lo[act], mid + 1)
+
+        def probe(u: NDArray[np.int64], j: NDArray[np.int64]) -> None:
+            """Units ``u`` at options ``j`` (a unit may be probed at several options at once)."""
+            ok = self.latency_ok(score(u, j, skip_by_floor=True), ap)
+            np.minimum.at(hi, u[ok], j[ok])
+            np.maximum.at(lo, u[~ok], j[~ok] + 1)
+            np.minimum(lo, hi, out=lo)              # (verdicts are monotone: this only guards the bracket)
+
+        def bisect(units: NDArray[np.int64]) -> None:
+            while len(units := units[lo[units] < hi[units]]):
+                probe(units, (lo[units] + hi[units]) // 2)
+
+        # Each layout's first unit (its engine's default settings) leads: it probes its fewest replicas (the
+        # common answer when the SLA is loose) and its most (the answer ranks them anyway; a unit that fails
+        # there fails everywhere), then bisects. Its other settings rarely move the answer: they start from
+        # the leader's, probing just below it, at it and at their most, and bisect what is left (the verdicts
+        # are the same as bisecting from scratch, with about half the probes).
+        first_layouts, first_units = np.unique(li_s, return_index=True)
+        lead = first_units[np.searchsorted(first_layouts, li_s)]
+        is_lead = lead == np.arange(m)
+        leaders = np.flatnonzero(is_lead & (options > 0))
+        more = leaders[top[leaders] > 0]
+        probe(np.concatenate([leaders, more]), np.concatenate([np.zeros(len(leaders), dtype=np.int64), top[more]]))
+        bisect(leaders)
+        others = np.flatnonzero(~is_lead & (options > 0))
+        guess, most = lo[lead[others]], top[others]
+        below = (guess >= 1) & (guess - 1 < most)   # each probe once: below the guess, at it, the most
+        at_guess = guess < most
+        probe(np.concatenate([others[below], others[at_guess], others]),
+              np.concatenate([guess[below] - 1, guess[at_guess], most]))
+        bisect(others)
         first_ok = lo
         unit_price = price[li_s] * per_layout_gpus[li_s]
         budget = cons.max_usd_per_hour
@@ -365,14 +454,136 @@ class Recommender:
         n_feasible = int(np.maximum(within - first_ok, 0).sum())
         has = np.flatnonzero(first_ok < options)
         # what the answer ranks: each unit at its fewest replicas that meet the SLA (cheapest), and at its
-        # most within the budget and max_gpus (fastest, highest throughput)
+        # most within the budget and max_gpus (fastest, highest throughput). The fewest were probed by the
+        # bisection: their solves are reused.
         last = np.maximum(np.minimum(within, options) - 1, first_ok)
         u_fin = np.concatenate([has, has[last[has] > first_ok[has]]])
         j_fin = np.concatenate([first_ok[has], last[has][last[has] > first_ok[has]]])
-        out = score(u_fin, reps_grid[j_fin], skip_by_floor=True)
+        out = score(u_fin, j_fin, skip_by_floor=True)
         out.generated, out.feasible_total = generated, n_feasible
-        out.scored, out.solved = int(floors["scored"]), int(floors["solved"])
+        out.scored, out.solved = counts["scored"], counts["solved"]
         return out
+
+    def _units(self, model: ModelSpec, tables: Tables, m_idx: int, wl: Workload, versions: dict[str, str],
+               gpus: list[str], wds: list[str], kvs: list[str], max_gpus: int, multi_node: bool) -> Units | None:
+        """The search's units (every setting of the grid of each allowed layout that can hold the weights)
+        and what depends on neither the load nor the replica count: static terms, fitted parameters, latency
+        floors. Layouts come in blocks of one engine on one GPU (weight dtype x KV dtype x TP/PP pairs).
+        None when no layout is allowed."""
+        adv = self.advisor
+        idx = adv.index
+        heads, kv_heads = model.num_attention_heads, model.num_kv_heads
+        layouts: list[tuple[str, str, str, str, str, int, int]] = []
+        segments: dict[tuple[str, str, str, str], int] = {}     # (engine, version, GPU, weight dtype) -> row
+        # per block: its GPU, its sizes (weight dtypes, KV dtypes, pairs) and where its own lists start in these
+        blocks: list[tuple[int, int, int, int, int, int, int]] = []
+        w_idx: list[int] = []
+        w_seg: list[int] = []
+        k_idx: list[int] = []
+        tp_pp: list[tuple[int, int]] = []
+        block_settings: list[tuple[float, float, float, int]] = []   # default seqs, tokens, fraction, budget
+        block_price: list[float] = []
+        for e, v in versions.items():
+            for g in gpus:
+                gpu = adv.gpus[g]
+                if gpu.vendor not in adv.engines[e].vendors:
+                    continue
+                arch = gpu.architecture
+                ok_w = [w for w in wds if (e, "weight", w, arch) in adv.support]
+                ok_k = [k for k in kvs if (e, "kv", k, arch) in adv.support]
+                per_node = gpu.max_gpus_per_node
+                tps = [t for t in TP_GRID if t <= min(per_node, max_gpus) and heads % t == 0
+                       and (t <= kv_heads or t % kv_heads == 0)]
+                pairs = [(t, 1) for t in tps]
+                if multi_node and tps:
+                    top = tps[-1]
+                    pairs += [(top, p) for p in PP_GRID_MULTI_NODE if top * p <= max_gpus and p <= model.num_layers]
+                if not (ok_w and ok_k and pairs):
+                    continue
+                # the block in the order weight dtype, KV dtype, TP/PP pair (the last varies fastest)
+                layouts += [(e, v, g, w, k, t, p) for w, k, (t, p) in itertools.product(ok_w, ok_k, pairs)]
+                blocks.append((idx["gpu"][g], len(ok_w), len(ok_k), len(pairs), len(w_idx), len(k_idx), len(tp_pp)))
+                w_idx += [idx["wdtype"][w] for w in ok_w]
+                w_seg += [segments.setdefault((e, v, g, w), len(segments)) for w in ok_w]
+                k_idx += [idx["kvdtype"][k] for k in ok_k]
+                tp_pp += pairs
+                d = self.defaults(e, v, gpu)
+                block_settings.append((float(d.max_num_seqs), float(d.max_num_batched_tokens), d.mem_fraction,
+                                       d.budget))
+                block_price.append(gpu.price_usd_per_gpu_hour or np.nan)
+        L = len(layouts)
+        if not L:
+            return None
+        # each layout's position in its block's weight dtype, KV dtype and pair lists, then the indices
+        blk = np.asarray(blocks, dtype=np.int64)
+        sizes = blk[:, 1] * blk[:, 2] * blk[:, 3]
+        of = np.repeat(np.arange(len(blocks)), sizes)
+        r = np.arange(L) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        n_k, n_pairs = blk[of, 2], blk[of, 3]
+        w_at = blk[of, 4] + r // (n_k * n_pairs)
+        k_at = blk[of, 5] + (r // n_pairs) % n_k
+        pair_at = blk[of, 6] + r % n_pairs
+        pairs_arr = np.asarray(tp_pp, dtype=np.int64)
+        lay = np.stack([blk[of, 0], np.asarray(w_idx, dtype=np.int64)[w_at], np.asarray(k_idx, dtype=np.int64)[k_at],
+                        pairs_arr[pair_at, 0], pairs_arr[pair_at, 1]], axis=1)
+        dset = np.repeat(np.asarray(block_settings, dtype=np.float64), sizes, axis=0)
+        price = np.repeat(np.asarray(block_price, dtype=np.float64), sizes)
+        lay_params = self._segment_params(list(segments))[np.asarray(w_seg, dtype=np.int64)[w_at]]
+        # settings grid per layout: the engine default and the grid values
+        seq_opts = [dset[:, 0]] + [np.full(L, float(v)) for v in MAX_NUM_SEQS_GRID]
+        tok_opts = [dset[:, 1]] + [np.full(L, float(v)) for v in MAX_BATCHED_TOKENS_GRID]
+        # exact prune: at the smallest settings of the grid a layout that does not fit never fits (memory
+        # does not depend on the load or the replica count: one each stands in)
+        li_all = np.arange(L)
+        s_min = np.minimum.reduce(seq_opts)
+        t_min = np.minimum.reduce(tok_opts)
+        fits_min = static_terms(tables, candidates(lay, dset, m_idx, wl, li_all, s_min, t_min, np.ones(L),
+                                                   np.ones(L))).fits
+        keep = np.flatnonzero(fits_min)
+        # the units, setting-major; a setting equal to one before it for the same layout (a default equal
+        # to a grid value) is left out
+        opts = [(so[keep], to[keep]) for so in seq_opts for to in tok_opts]
+        li_parts, s_parts, t_parts = [], [], []
+        for o, (so, to) in enumerate(opts):
+            new = np.ones(len(keep), dtype=bool)
+            for so_before, to_before in opts[:o]:
+                new &= (so != so_before) | (to != to_before)
+            li_parts.append(keep[new])
+            s_parts.append(so[new])
+            t_parts.append(to[new])
+        li_s = np.concatenate(li_parts)
+        seqs_s = np.concatenate(s_parts)
+        toks_s = np.concatenate(t_parts)
+        m = len(li_s)
+        # per unit at one replica and unit load: ``replicas`` and ``load`` are set per probe (no other static
+        # term depends on them)
+        static = static_terms(tables, candidates(lay, dset, m_idx, wl, li_s, seqs_s, toks_s, np.ones(m), np.ones(m)))
+        params = Params.from_matrix(lay_params[li_s])
+        # one request alone (static batch of one: the same at any replica count)
+        alone = serve(replace(static, mode=np.full(m, MODE_STATIC, dtype=np.int64), load=np.ones(m)), params)
+        return Units(layouts=layouts, lay=lay, dset=dset, price=price, fits_min=fits_min, li=li_s, seqs=seqs_s,
+                     toks=toks_s, static=Packed(static), params=Packed(params),
+                     ttft_lb_s=params.ttft_fixed_s + alone.prefill_s,
+                     tpot_lb_s=alone.tpot_s, fits=alone.fits)
+
+    @staticmethod
+    def _solve(un: Units, solved: Solves, at: NDArray[np.int64], load: float, q: float | None) -> None:
+        """Solve the serving steady state of candidates ``at`` (flat, as in ``Solves``) into ``solved`` (those
+        already there are not solved again)."""
+        at = at[~solved.done[at]]
+        if not len(at):
+            return
+        j, u = np.divmod(at, solved.units)
+        reps = np.asarray(REPLICA_GRID, dtype=np.float64)[j]
+        st = un.static.take(u, replicas=np.maximum(reps, 1.0), load=np.full(len(u), load))
+        p = un.params.take(u)
+        res = serve(st, p)
+        ttft = res.ttft_s
+        if q is not None:
+            ttft = analytic_ttft_quantile_s(ttft, p.ttft_fixed_s, res.prefill_s, q)
+        solved.ttft_s[at], solved.tpot_s[at], solved.out_tok_s[at] = ttft, res.tpot_s, res.output_tok_s
+        solved.overloaded[at] = res.overloaded
+        solved.done[at] = True
 
     @staticmethod
     def latency_ok(s: Scored, ap: Applied) -> NDArray[np.bool_]:
@@ -386,30 +597,19 @@ class Recommender:
 
     def _empty(self, layouts: list[Any]) -> Scored:
         z, b, i = np.zeros(0), np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
-        empty = Candidates(model=i, gpu=i, wdtype=i, kvdtype=i, budget=i, tp=z, pp=z, ep=z, replicas=z,
-                           max_num_seqs=z, max_batched_tok=z, mem_fraction=z, input_tok=z, output_tok=z, mode=i,
-                           load=z, context_tok=z)
-        return Scored(cand=empty, layout=i, layouts=layouts, replicas=z, seqs=z, tokens=z, frac=z, n_gpus=z,
+        return Scored(context_tok=0, layout=i, layouts=layouts, replicas=z, seqs=z, tokens=z, frac=z, n_gpus=z,
                       usd_h=z, fits=b, ttft_ms=z, tpot_ms=z, e2e_ms=z, out_tok_s=z, usd_per_m=z, overloaded=b,
                       generated=0, scored=0, solved=0)
 
-    def _layout_params(self, layouts: list[tuple[str, str, str, str, str, int, int]]) -> F:
-        """Fitted parameters of each layout (rows in PARAM_NAMES order): one lookup per distinct segment key."""
+    def _segment_params(self, segments: list[tuple[str, str, str, str]]) -> F:
+        """Fitted parameters of each (engine, version, GPU, weight dtype), rows in PARAM_NAMES order."""
         adv = self.advisor
-        rows: dict[tuple[str, str, str, str], int] = {}
-        keys: list[tuple[str, str, str, str]] = []
-        current: list[bool] = []
-        of_layout = np.empty(len(layouts), dtype=np.int64)
-        for i, (e, v, g, w, *_) in enumerate(layouts):
-            key = (e, v, g, w)
-            if key not in rows:
-                rows[key] = len(keys)
-                keys.append((calibration_engine(e, adv.gpus[g].vendor), adv.gpus[g].architecture, g, w))
-                current.append(is_current(e, v, adv.constants))
-            of_layout[i] = rows[key]
-        per_key = adv.params_for(keys, current)
-        mat = np.stack([np.asarray(getattr(per_key, n)) for n in Params.__dataclass_fields__], axis=1)
-        return np.asarray(mat[of_layout], dtype=np.float64)
+        keys: list[tuple[str, str, str, str]] = [
+            (calibration_engine(e, adv.gpus[g].vendor), adv.gpus[g].architecture, g, w) for e, v, g, w in segments]
+        current = {ev: is_current(*ev, adv.constants) for ev in {(e, v) for e, v, _, _ in segments}}
+        per_key = adv.params_for(keys, [current[(e, v)] for e, v, _, _ in segments])
+        return np.stack([np.asarray(getattr(per_key, n), dtype=np.float64) for n in Params.__dataclass_fields__],
+                        axis=1)
 
     # --- constraints and ranking -------------------------------------------------------------------
 
@@ -453,7 +653,8 @@ class Recommender:
         adv = self.advisor
         model = adv.model_for(req.model, req.model_spec)
         ap = apply_scenario(req)
-        s = self.search(req, ap)
+        memo: SearchMemo = {}
+        s = self.search(req, ap, memo=memo)
         feasible = self.feasible(s, ap)
         offline = req.workload.mode == "offline"
         ranked = self.order(s, feasible, ap.objective, offline)
@@ -467,14 +668,17 @@ class Recommender:
         verifying = ap.percentile != "mean" and req.simulation.enabled
         dropped: list[str] = []
         tried = 0
-        for i in search.first_per_group(ranked, s.layout):
+        best = search.first_per_group(ranked, s.layout)     # each layout's best candidate, best first
+        for i in best:
             if len(recs) == req.top_k or (verifying and tried == req.top_k + verify.MAX_EXTRA_CANDIDATES):
                 break
             tried += 1
-            if verifying and (error := self._launch_error(req, s, int(i))):
-                skipped.setdefault(f"{s.layouts[int(s.layout[i])][0]} {s.layouts[int(s.layout[i])][3]}", error)
-                continue                        # not simulated: it would not be shown
-            rec = self._recommendation(req, ap, s, int(i), len(recs) + 1)
+            launch = self._launch(req, s, int(i))
+            if launch.error:
+                skipped.setdefault(f"{s.layouts[int(s.layout[i])][0]} {s.layouts[int(s.layout[i])][3]}",
+                                   launch.error)
+                continue                        # not predicted (nor simulated): it would not be shown
+            rec = self._recommendation(req, ap, s, int(i), len(recs) + 1, launch)
             if rec.launch.error:
                 skipped.setdefault(f"{rec.deployment.engine} {rec.deployment.weight_dtype}", rec.launch.error)
                 continue
@@ -497,14 +701,14 @@ class Recommender:
                            f"{verify.MAX_EXTRA_CANDIDATES} are simulated)" if tried == req.top_k
                            + verify.MAX_EXTRA_CANDIDATES else "no further candidate in the ranking")
         top = np.asarray(chosen, dtype=np.int64)
-        pareto = self._pareto(s, ranked, top)
+        pareto = self._pareto(s, best, top)
         explanation = None
         stats_of = s
         if not recs:
             # the search scored only what it needed for a verdict: score each layout and setting at its
             # fewest and most replicas, every solve done, for the account
-            s = self.search(req, ap, scope="ends")
-            explanation = self._explain(req, ap, s, self.violations(s, ap))
+            s = self.search(req, ap, scope="ends", memo=memo)
+            explanation = self._explain(req, ap, s, self.violations(s, ap), memo)
             if len(feasible):
                 # the model found deployments that meet the SLA, but none can be offered as ready to run
                 why = [f"{k}: {v}" for k, v in skipped.items()] + [d for d in dropped if d.startswith("dropped")]
@@ -537,21 +741,22 @@ class Recommender:
         reps = int(s.replicas[i])
         frac = float(s.frac[i])
         args = EngineArgs(max_num_seqs=int(s.seqs[i]), max_num_batched_tokens=int(s.tokens[i]),
-                          max_model_len=int(s.cand.context_tok[i]),
+                          max_model_len=s.context_tok,
                           **({"gpu_memory_utilization": frac} if e == "vllm"
                              else {"kv_cache_free_gpu_memory_fraction": frac}))
         return Deployment(gpu=g, gpu_count=tp * pp * reps, tp=tp, pp=pp, replicas=reps, weight_dtype=w, kv_dtype=k,
                           engine=e, engine_version=v, engine_args=args, multi_node=pp > 1)
 
     def _recommendation(self, req: RecommendationRequest, ap: Applied, s: Scored, i: int,
-                        rank: int) -> Recommendation:
+                        rank: int, launch: Launch | None = None) -> Recommendation:
+        """Candidate ``i`` as predicted by ``Advisor.predict`` (``launch``: its launch, already rendered)."""
         adv = self.advisor
         dep = self.deployment(s, i)
         # the simulation verifies tails: with an SLA on means the percentile fields stay analytic (faster)
         opts = req.simulation_options
         sim = opts if ap.percentile != "mean" else opts.model_copy(update={"enabled": False})
         pred = adv.predict(PredictionRequest(model=req.model, model_spec=req.model_spec, deployment=dep,
-                                             workload=req.workload, simulation=sim))
+                                             workload=req.workload, simulation=sim), launch=launch)
         assert pred.predicted is not None
         p = pred.predicted
         values = verify.sla_values(p, ap.percentile)
@@ -572,13 +777,16 @@ class Recommender:
             launch=pred.launch or Launch(error="no launch: the deployment does not fit"),
             why=self._why(ap, dep, p, pred.cost, binding, headroom, rank, req))
 
-    def _launch_error(self, req: RecommendationRequest, s: Scored, i: int) -> str | None:
-        """Why candidate ``i`` cannot be launched as asked (checked before it is simulated), or None."""
+    def _launch(self, req: RecommendationRequest, s: Scored, i: int) -> Launch:
+        """Candidate ``i``'s launch as its prediction renders it, checked before it is predicted (and
+        simulated): one that cannot be launched as asked is passed over; one that can hands it on to the
+        prediction."""
         adv = self.advisor
         dep = self.deployment(s, i)
         settings, _ = adv.settings_for(dep, adv.gpus[dep.gpu], req.workload)
+        # the name the prediction's launch serves the model by (a request names a model or gives a spec)
         name = req.model or (req.model_spec.name if req.model_spec else "")
-        return adv.launch(name, dep, settings).error
+        return adv.launch(name, dep, settings)
 
     @staticmethod
     def _why(ap: Applied, dep: Deployment, p: Predicted, cost: Cost, binding: str | None, headroom: dict[str, float],
@@ -595,29 +803,29 @@ class Recommender:
                     f"{headroom[binding] * 100:.0f}% headroom.")
         return f"{lead}; {p.output_tok_s:.0f} output tok/s; no latency bound applies."
 
-    def _pareto(self, s: Scored, ranked: NDArray[np.int64], top: NDArray[np.int64]) -> list[ParetoPoint]:
-        if not len(ranked):
+    def _pareto(self, s: Scored, reps: NDArray[np.int64], top: NDArray[np.int64]) -> list[ParetoPoint]:
+        """The front of cost, latency and throughput over ``reps`` (each layout's best feasible candidate)."""
+        if not len(reps):
             return []
-        reps = search.first_per_group(ranked, s.layout)
         axes = np.stack([np.nan_to_num(s.usd_h[reps], nan=np.inf), s.ttft_ms[reps], s.tpot_ms[reps],
                          -s.out_tok_s[reps]], axis=1)
         front = reps[search.pareto_front(axes)]
         rank_of = {int(i): r + 1 for r, i in enumerate(top)}
         pts = []
         for i in front[np.argsort(np.nan_to_num(s.usd_h[front], nan=np.inf), kind="stable")]:
-            d = self.deployment(s, int(i))
+            e, _, g, w, k, tp, pp = s.layouts[int(s.layout[i])]
             pts.append(ParetoPoint(
                 usd_per_hour=None if math.isnan(s.usd_h[i]) else round(float(s.usd_h[i]), 4),
                 ttft_ms=round(float(s.ttft_ms[i]), 2), tpot_ms=round(float(s.tpot_ms[i]), 3),
                 output_tok_s=round(float(s.out_tok_s[i]), 1),
-                deployment=f"{d.replicas} x TP{d.tp} PP{d.pp} {d.gpu} {d.weight_dtype}/{d.kv_dtype} {d.engine}",
+                deployment=f"{int(s.replicas[i])} x TP{tp} PP{pp} {g} {w}/{k} {e}",
                 rank=rank_of.get(int(i))))
         return pts
 
     # --- when nothing fits ---------------------------------------------------------------------------
 
     def _explain(self, req: RecommendationRequest, ap: Applied, s: Scored,
-                 viol: dict[str, NDArray[np.bool_]]) -> Explanation:
+                 viol: dict[str, NDArray[np.bool_]], memo: SearchMemo | None = None) -> Explanation:
         counts = {k: int(v.sum()) + (s.pruned if k == "memory" else 0) for k, v in viol.items()}
         main = max(counts, key=lambda k: counts[k]) if counts else "none"
         relax: list[Relaxation] = []
@@ -625,8 +833,8 @@ class Recommender:
         if s.scored:
             closest = self._closest(s, ap, viol)
             relax += self._relax_bounds(s, ap, viol)
-            relax += self._relax_load(req, ap)
-        relax += self._relax_constraints(req, ap)
+            relax += self._relax_load(req, ap, memo)
+        relax += self._relax_constraints(req, ap, memo)
         if not s.generated:
             summary = ("no allowed deployment: no GPU in the list runs an allowed engine with an allowed dtype "
                        f"(max quality loss {ap.max_quality})")
@@ -705,7 +913,7 @@ class Recommender:
                                   detail=f"{detail}: {d.replicas} x TP{d.tp} {d.gpu} {d.weight_dtype} {d.engine}"))
         return out
 
-    def _relax_load(self, req: RecommendationRequest, ap: Applied) -> list[Relaxation]:
+    def _relax_load(self, req: RecommendationRequest, ap: Applied, memo: SearchMemo | None = None) -> list[Relaxation]:
         """The largest share of the requested load that some allowed deployment serves within every bound."""
         wl = req.workload
         if wl.mode == "offline":
@@ -716,31 +924,31 @@ class Recommender:
                          for sh in LOAD_SHARES} - {full}, reverse=True)
         values = [v for v in values if v < full]
 
-        def best_at(value: float) -> Deployment | None:
-            sub = req.model_copy(update={"workload": wl.model_copy(update={field: value})})
-            s = self.search(sub, ap)
-            ok = self.feasible(s, ap)
-            return self.deployment(s, int(self.order(s, ok, ap.objective, False)[0])) if len(ok) else None
+        def at(value: float) -> RecommendationRequest:
+            return req.model_copy(update={"workload": wl.model_copy(update={field: value})})
 
         # feasibility only improves as the load falls (the model is monotone in load): binary search for
-        # the largest value on the grid that works
+        # the largest value on the grid that works, each value decided by one probe per unit (search scope
+        # "most"); then the best deployment at that value, by a full search
         lo, hi, found = 0, len(values), None        # values[:lo] fail; the answer is in values[lo:hi]
         while lo < hi:
             mid = (lo + hi) // 2
-            d = best_at(values[mid])
-            if d is None:
-                lo = mid + 1
+            if len(self.feasible(self.search(at(values[mid]), ap, "most", memo), ap)):
+                hi, found = mid, values[mid]
             else:
-                hi, found = mid, (values[mid], d)
+                lo = mid + 1
         if found is None:
             return [Relaxation(kind=field, value=None, detail=f"even the smallest {field} tried misses the bounds")]
-        value, d = found
+        value = found
+        s = self.search(at(value), ap, memo=memo)
+        d = self.deployment(s, int(self.order(s, self.feasible(s, ap), ap.objective, False)[0]))
         return [Relaxation(kind=field, value=int(value) if field == "concurrency" else round(value, 4),
                            detail=f"the largest {field} on a geometric grid below {full:g} that an allowed "
                            f"deployment serves within the bounds: {d.replicas} x TP{d.tp} {d.gpu} "
                            f"{d.weight_dtype} {d.engine}")]
 
-    def _relax_constraints(self, req: RecommendationRequest, ap: Applied) -> list[Relaxation]:
+    def _relax_constraints(self, req: RecommendationRequest, ap: Applied,
+                           memo: SearchMemo | None = None) -> list[Relaxation]:
         """What more quantisation, more GPUs or other GPUs would buy (each relaxed alone)."""
         out = []
         cons = ap.constraints
@@ -757,7 +965,7 @@ class Recommender:
         for kind, change, what in trials:
             ap2 = Applied(sla=ap.sla, constraints=cons.model_copy(update=change), objective="min_cost",
                           percentile=ap.percentile, max_quality=change.get("max_quality_loss", ap.max_quality))
-            s = self.search(req, ap2)
+            s = self.search(req, ap2, memo=memo)
             ok = self.feasible(s, ap2)
             if not len(ok):
                 out.append(Relaxation(kind=kind, value=None, detail=f"{what}: still nothing meets the bounds"))

@@ -310,7 +310,13 @@ def _load_vocabulary(engine: str, version: str, vocab_dir: Path) -> Vocabulary:
 def vocabulary(engine: str, version: str, vocab_dir: Path | None = None) -> Vocabulary:
     """The flag vocabulary of one engine version: flag names with type/default/min/max/choices, every
     accepted spelling, and (TRT-LLM) the `--extra_llm_api_options` YAML keys as dotted paths."""
-    return _load_vocabulary(engine, version, (vocab_dir or VOCAB_DIR).resolve())
+    return _load_vocabulary(engine, version, _resolved(vocab_dir or VOCAB_DIR))
+
+
+@lru_cache(maxsize=16)
+def _resolved(path: Path) -> Path:
+    """``path.resolve()``, once per path (it asks the file system; every launch rendered looks it up)."""
+    return path.resolve()
 
 
 # --------------------------------------------------------------------------------------------------
