@@ -6,7 +6,7 @@ they test the model's structure; the fitted values are tested through the API.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_catalog.loader import load_catalog, load_cost_constants
+from service.core import costmodel
 from service.core.costmodel import (
     BUDGET_SHARE_OF_FREE,
     BUDGET_SHARE_OF_TOTAL,
@@ -231,3 +232,16 @@ def test_the_serving_solve_is_compiled_once_for_every_mode() -> None:
     for mode in MODES:
         run(cand("Qwen/Qwen3-30B-A3B", "h100-sxm", mode=mode, load=[1.0, 8.0]))
     assert len(_serve_kernel.signatures) == 1
+
+
+@settings(max_examples=20, deadline=None)
+@given(d=deployments, mode=st.sampled_from(list(MODES)))
+def test_the_compiled_serving_solve_gives_the_interpreted_ones_figures(d: dict[str, Any], mode: str) -> None:
+    # the same function run as Python (numba's py_func) must give the same figures to the last bit
+    c = cand(d.pop("model"), d.pop("gpu"), mode=mode, load=np.geomspace(0.05, 500, 12), **d)
+    compiled = run(c)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(costmodel, "_serve_kernel", _serve_kernel.py_func)
+        interpreted = run(c)
+    for f in fields(Result):
+        assert np.array_equal(getattr(compiled, f.name), getattr(interpreted, f.name), equal_nan=True), f.name
