@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from service.core.costmodel import MODE_CONCURRENCY, StepModel
+from service.core.costmodel import MODE_CONCURRENCY, StepModel, _smooth_max_f
 
 F = NDArray[np.float64]
 I_ = NDArray[np.int64]
@@ -144,16 +144,6 @@ def warm_up() -> float:
 
 
 @njit(cache=True)
-def _smooth_max(a: float, b: float) -> float:
-    """costmodel._smooth_max on floats: (a^4 + b^4)^(1/4)."""
-    hi = max(a, b, 1e-30)
-    r = min(a, b) / hi
-    r *= r
-    r *= r
-    return hi * math.sqrt(math.sqrt(1.0 + r))
-
-
-@njit(cache=True)
 def _recomputed_costs(n_re: int, k: F) -> tuple[float, float]:
     """StepModel.prefill_tok_s and prompt_compute_s / n of an ``n_re``-token prompt (a preempted request's
     prompt + generated tokens), from the coefficients ``k`` (same operations, same order)."""
@@ -164,6 +154,69 @@ def _recomputed_costs(n_re: int, k: F) -> tuple[float, float]:
     cp = (lin / gemm + attn_prefill / n / attn) / n_gpu + comm_tok / pp
     pc = (lin * n / (tp * gemm) + attn_prefill / (tp * attn)) / n
     return cp, pc
+
+
+@njit(cache=True)
+def _remove(lst: I_, n: int, rid: int) -> int:
+    """Remove ``rid`` from the first ``n`` entries of ``lst``, keeping their order; the new length."""
+    j = 0
+    while lst[j] != rid:
+        j += 1
+    lst[j:n - 1] = lst[j + 1:n]
+    return n - 1
+
+
+@njit(cache=True)
+def _preempt(t: float, total: int, r_next: I_, r_prev: I_, in_run: Any, decoding: Any, kv0: I_, s0: I_, epoch: I_,
+             t_last: F, pf_list: I_, pf_n: int, pf_len: I_, pf_rem: I_, in_tok: I_, gen: I_, CP: F, PC: F, k: F,
+             w_buf: I_, w_head: int, w_size: int, b: int, d0: int, pkv: int) -> Any:
+    """The newest running request gives back its KV and goes first in the queue, to be recomputed (its
+    prompt is now prompt + generated tokens). Returns it and the loop's updated b, d0, pkv, pf_n, w_head."""
+    victim = r_prev[total]
+    r_next[r_prev[victim]] = r_next[victim]
+    r_prev[r_next[victim]] = r_prev[victim]
+    in_run[victim] = False
+    if decoding[victim]:
+        decoding[victim] = False
+        b -= 1
+        d0 -= kv0[victim] - s0[victim]
+        epoch[victim] += 1
+        t_last[victim] = t
+    else:
+        pf_n = _remove(pf_list, pf_n, victim)
+        pkv -= pf_len[victim] - pf_rem[victim]
+    n_re = in_tok[victim] + gen[victim]
+    pf_rem[victim] = n_re
+    CP[victim], PC[victim] = _recomputed_costs(n_re, k)
+    w_head = (w_head - 1) % w_size
+    w_buf[w_head] = victim
+    return victim, b, d0, pkv, pf_n, w_head
+
+
+@njit(cache=True)
+def _finish(rid: int, t: float, total: int, r_next: I_, r_prev: I_, in_run: Any, t_done: F, t_arr: F, arr_t: F,
+            arr_r: I_, in_tok: I_, out_tok: I_, reserve: bool, reserved: int, first_meas: int, end_meas: int,
+            done_meas: int, measuring: bool, done_window: int, tok_in: int, closed: bool, next_rid: int,
+            a_tail: int, fixed_s: float) -> Any:
+    """Request ``rid`` ends at ``t``: it leaves the running set, frees its reservation, is counted, and (closed
+    loop) its client sends the next request. Returns the loop's updated counters."""
+    t_done[rid] = t
+    r_next[r_prev[rid]] = r_next[rid]
+    r_prev[r_next[rid]] = r_prev[rid]
+    in_run[rid] = False
+    if reserve:
+        reserved -= in_tok[rid] + out_tok[rid]
+    if first_meas <= rid < end_meas:
+        done_meas += 1
+    if measuring:
+        done_window += 1
+        tok_in += in_tok[rid]
+    if closed and next_rid < total:
+        t_arr[next_rid] = t + fixed_s
+        arr_t[a_tail], arr_r[a_tail] = t + fixed_s, next_rid
+        a_tail += 1
+        next_rid += 1
+    return reserved, done_meas, done_window, tok_in, a_tail, next_rid
 
 
 @njit(cache=True)
@@ -257,29 +310,10 @@ def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival
         if not reserve and b and d0 + b * g + pkv + b > cap:
             while d0 + b * g + pkv + b > cap and n_running > 1:
                 # the newest running request gives back its KV and goes first in the queue, to be recomputed
-                victim = r_prev[total]
-                r_next[r_prev[victim]] = r_next[victim]
-                r_prev[r_next[victim]] = r_prev[victim]
+                victim, b, d0, pkv, pf_n, w_head = _preempt(
+                    t, total, r_next, r_prev, in_run, decoding, kv0, s0, epoch, t_last, pf_list, pf_n, pf_len,
+                    pf_rem, in_tok, gen, CP, PC, k, w_buf, w_head, w_size, b, d0, pkv)
                 n_running -= 1
-                in_run[victim] = False
-                if decoding[victim]:
-                    decoding[victim] = False
-                    b -= 1
-                    d0 -= kv0[victim] - s0[victim]
-                    epoch[victim] += 1
-                    t_last[victim] = t
-                else:
-                    j = 0
-                    while pf_list[j] != victim:
-                        j += 1
-                    pf_list[j:pf_n - 1] = pf_list[j + 1:pf_n]
-                    pf_n -= 1
-                    pkv -= pf_len[victim] - pf_rem[victim]
-                n_re = in_tok[victim] + gen[victim]
-                pf_rem[victim] = n_re
-                CP[victim], PC[victim] = _recomputed_costs(n_re, k)
-                w_head = (w_head - 1) % w_size
-                w_buf[w_head] = victim
                 w_len += 1
                 preemptions += 1
                 preempted = True
@@ -297,29 +331,10 @@ def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival
                 if not reserve and d0 + b * g + pkv + b + c > cap:
                     while d0 + b * g + pkv + b + c > cap and n_running > 1:
                         preempted = True
-                        victim = r_prev[total]
-                        r_next[r_prev[victim]] = r_next[victim]
-                        r_prev[r_next[victim]] = r_prev[victim]
+                        victim, b, d0, pkv, pf_n, w_head = _preempt(
+                            t, total, r_next, r_prev, in_run, decoding, kv0, s0, epoch, t_last, pf_list, pf_n,
+                            pf_len, pf_rem, in_tok, gen, CP, PC, k, w_buf, w_head, w_size, b, d0, pkv)
                         n_running -= 1
-                        in_run[victim] = False
-                        if decoding[victim]:
-                            decoding[victim] = False
-                            b -= 1
-                            d0 -= kv0[victim] - s0[victim]
-                            epoch[victim] += 1
-                            t_last[victim] = t
-                        else:
-                            j = 0
-                            while pf_list[j] != victim:
-                                j += 1
-                            pf_list[j:pf_n - 1] = pf_list[j + 1:pf_n]
-                            pf_n -= 1
-                            pkv -= pf_len[victim] - pf_rem[victim]
-                        n_re = in_tok[victim] + gen[victim]
-                        pf_rem[victim] = n_re
-                        CP[victim], PC[victim] = _recomputed_costs(n_re, k)
-                        w_head = (w_head - 1) % w_size
-                        w_buf[w_head] = victim
                         w_len += 1
                         preemptions += 1
                         if victim == rid:
@@ -394,7 +409,7 @@ def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival
                 carry = p_cost
                 if moe:
                     extra = math.expm1(b / pp * log_miss) - math.expm1((b + p_tok) / pp * log_miss)
-                    carry = _smooth_max(p_cost, pp * expert_s * extra)
+                    carry = _smooth_max_f(p_cost, pp * expert_s * extra)
                 d_first += carry
                 d_last = d_first
                 if run_n > 1:
@@ -442,7 +457,7 @@ def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival
             dur = ALONE[ch_rid[0]]
         else:
             # a step that only prefills (StepModel.prefill_only_s) plus the step overhead
-            dur = (_smooth_max(p_comp, weights_read_s) + comm_tok * p_tok + ar_latency_s + pp_handoff_s
+            dur = (_smooth_max_f(p_comp, weights_read_s) + comm_tok * p_tok + ar_latency_s + pp_handoff_s
                    + (pp - 1.0) * p_tok * ar_bytes_tok / link_bytes_s) + overhead_s
             if run_n > 1:
                 kk = run_n
@@ -468,11 +483,7 @@ def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival
             pf_rem[rid] = left
             if left:
                 continue
-            j = 0
-            while pf_list[j] != rid:
-                j += 1
-            pf_list[j:pf_n - 1] = pf_list[j + 1:pf_n]
-            pf_n -= 1
+            pf_n = _remove(pf_list, pf_n, rid)
             pkv -= pf_len[rid]
             gen[rid] += 1
             if measuring:
@@ -490,23 +501,10 @@ def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival
                 d0 += kv0[rid] - g
                 continue
             # finished with its first token
-            t_done[rid] = t
-            r_next[r_prev[rid]] = r_next[rid]
-            r_prev[r_next[rid]] = r_prev[rid]
+            reserved, done_meas, done_window, tok_in, a_tail, next_rid = _finish(
+                rid, t, total, r_next, r_prev, in_run, t_done, t_arr, arr_t, arr_r, in_tok, out_tok, reserve, reserved,
+                first_meas, end_meas, done_meas, measuring, done_window, tok_in, closed, next_rid, a_tail, fixed_s)
             n_running -= 1
-            in_run[rid] = False
-            if reserve:
-                reserved -= in_tok[rid] + out_tok[rid]
-            if first_meas <= rid < end_meas:
-                done_meas += 1
-            if measuring:
-                done_window += 1
-                tok_in += in_tok[rid]
-            if closed and next_rid < total:
-                t_arr[next_rid] = t + fixed_s
-                arr_t[a_tail], arr_r[a_tail] = t + fixed_s, next_rid
-                a_tail += 1
-                next_rid += 1
         # --- sequences whose last token was this step's ---------------------------------------------------
         while len(heap) and heap[0][0] < g:
             _, rid, ep = heapq.heappop(heap)
@@ -516,23 +514,10 @@ def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival
             b -= 1
             d0 -= kv0[rid] - s0[rid]
             gen[rid] = out_tok[rid]
-            t_done[rid] = t
-            r_next[r_prev[rid]] = r_next[rid]
-            r_prev[r_next[rid]] = r_prev[rid]
+            reserved, done_meas, done_window, tok_in, a_tail, next_rid = _finish(
+                rid, t, total, r_next, r_prev, in_run, t_done, t_arr, arr_t, arr_r, in_tok, out_tok, reserve, reserved,
+                first_meas, end_meas, done_meas, measuring, done_window, tok_in, closed, next_rid, a_tail, fixed_s)
             n_running -= 1
-            in_run[rid] = False
-            if reserve:
-                reserved -= in_tok[rid] + out_tok[rid]
-            if first_meas <= rid < end_meas:
-                done_meas += 1
-            if measuring:
-                done_window += 1
-                tok_in += in_tok[rid]
-            if closed and next_rid < total:
-                t_arr[next_rid] = t + fixed_s
-                arr_t[a_tail], arr_r[a_tail] = t + fixed_s, next_rid
-                a_tail += 1
-                next_rid += 1
 
     return (t_arr, t_admit, t_first, t_done, np.asarray(itl_v), np.asarray(itl_w), max(t - t_start, 1e-30),
             tok_out, tok_in, done_window, busy_b_s, preemptions, steps, events, entered)
