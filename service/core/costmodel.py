@@ -551,13 +551,9 @@ class StepModel:
         """Time a decode step of ``batch`` sequences gains by carrying ``tokens`` prompt tokens whose marginal
         compute is ``compute_s`` (tokens x ``prefill_tok_s``): that compute, against reading the routed experts
         the prompt tokens touch beyond those the decodes read (MoE; a dense step already reads every weight,
-        so there it is the compute). Floats, on ``one(i)``."""
-        if not self.moe:
-            return compute_s
-        pp = self.pp
-        # expected share of experts routed to by n tokens per stage: 1 - (1 - k/E)^n
-        extra = math.expm1(batch / pp * self.log_miss) - math.expm1((batch + tokens) / pp * self.log_miss)
-        return float(_smooth_max(compute_s, pp * self.expert_s * extra))  # type: ignore[arg-type]
+        so there it is the compute). Floats, on ``one(i)``; the simulation's compiled loop calls the function."""
+        return float(_carried_prefill_f(float(batch), float(tokens), float(compute_s), float(self.pp),
+                                        float(self.log_miss), float(self.expert_s), bool(self.moe)))
 
     def one(self, i: int) -> StepModel:
         """Candidate ``i`` alone: its Static as one-row arrays, every other field a float."""
@@ -655,6 +651,17 @@ def _smooth_max_f(a: float, b: float) -> float:
     r *= r
     r *= r
     return hi * math.sqrt(math.sqrt(1.0 + r))
+
+
+@njit(cache=True, error_model="numpy")
+def _carried_prefill_f(batch: float, tokens: float, compute_s: float, pp: float, log_miss: float, expert_s: float,
+                       moe: bool) -> float:
+    """``StepModel.carried_prefill_s``, compiled (the scheduler simulation's loop calls it)."""
+    if not moe:
+        return compute_s
+    # expected share of experts routed to by n tokens per stage: 1 - (1 - k/E)^n
+    extra = math.expm1(batch / pp * log_miss) - math.expm1((batch + tokens) / pp * log_miss)
+    return _smooth_max_f(compute_s, pp * expert_s * extra)
 
 
 @njit(cache=True, error_model="numpy")

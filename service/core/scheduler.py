@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from service.core.costmodel import MODE_CONCURRENCY, StepModel, _smooth_max_f
+from service.core.costmodel import MODE_CONCURRENCY, StepModel, _carried_prefill_f, _smooth_max_f
 
 F = NDArray[np.float64]
 I_ = NDArray[np.int64]
@@ -406,10 +406,7 @@ def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival
             if p_tok:
                 # carried prompt tokens: their compute, against (MoE) reading the experts they route to
                 # beyond the decodes' (StepModel.carried_prefill_s)
-                carry = p_cost
-                if moe:
-                    extra = math.expm1(b / pp * log_miss) - math.expm1((b + p_tok) / pp * log_miss)
-                    carry = _smooth_max_f(p_cost, pp * expert_s * extra)
+                carry = _carried_prefill_f(float(b), float(p_tok), p_cost, pp, log_miss, expert_s, moe)
                 d_first += carry
                 d_last = d_first
                 if run_n > 1:
