@@ -216,11 +216,17 @@ class Advisor:
             raise InvalidRequest([*prefix, "engine_args", "gpu_memory_utilization"],
                                  "is a vLLM setting; TensorRT-LLM takes kv_cache_free_gpu_memory_fraction")
 
+    def defaults(self, engine: str, version: str, gpu: GpuSpec) -> EngineDefaults:
+        """The engine version's defaults on ``gpu``, read from its vocabulary once."""
+        key = (engine, version, gpu.id)
+        d = self._defaults.get(key)
+        if d is None:
+            d = self._defaults[key] = resolve(engine, version, gpu, self.constants)
+        return d
+
     def settings_for(self, dep: Deployment, gpu: GpuSpec, wl: Workload) -> tuple[ResolvedSettings, EngineDefaults]:
         version = dep.engine_version or self.engines[dep.engine].default_version
-        d = self._defaults.get((dep.engine, version, gpu.id))
-        if d is None:
-            d = self._defaults[(dep.engine, version, gpu.id)] = resolve(dep.engine, version, gpu, self.constants)
+        d = self.defaults(dep.engine, version, gpu)
         a = dep.engine_args
         fraction = a.gpu_memory_utilization if dep.engine == "vllm" else a.kv_cache_free_gpu_memory_fraction
         return ResolvedSettings(

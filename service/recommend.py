@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from gpu_catalog.schema import GpuSpec, ModelSpec
+from gpu_catalog.schema import ModelSpec
 from service import verify
 from service.advisor import QUANTILES, Advisor, InvalidRequest, analytic_ttft_quantile_s
 from service.core import search
@@ -35,7 +35,7 @@ from service.core.costmodel import (
     serve,
     static_terms,
 )
-from service.core.engine_defaults import EngineDefaults, is_current, resolve
+from service.core.engine_defaults import is_current
 from service.schemas.predictions import (
     Cost,
     Deployment,
@@ -252,7 +252,6 @@ def failing(viol: dict[str, NDArray[np.bool_]], n: int, besides: str | None = No
 class Recommender:
     def __init__(self, advisor: Advisor) -> None:
         self.advisor = advisor
-        self._defaults: dict[tuple[str, str, str], EngineDefaults] = {}
 
     # --- validation --------------------------------------------------------------------------------
 
@@ -264,12 +263,6 @@ class Recommender:
                 raise InvalidRequest(["constraints", field, i], f"unknown id '{v}'; valid: {', '.join(sorted(known))}",
                                      title="Unknown id", valid=sorted(known))
         return list(dict.fromkeys(values))
-
-    def defaults(self, engine: str, version: str, gpu: GpuSpec) -> EngineDefaults:
-        key = (engine, version, gpu.id)
-        if key not in self._defaults:
-            self._defaults[key] = resolve(engine, version, gpu, self.advisor.constants)
-        return self._defaults[key]
 
     # --- the grid ----------------------------------------------------------------------------------
 
@@ -507,7 +500,7 @@ class Recommender:
                 w_seg += [segments.setdefault((e, v, g, w), len(segments)) for w in ok_w]
                 k_idx += [idx["kvdtype"][k] for k in ok_k]
                 tp_pp += pairs
-                d = self.defaults(e, v, gpu)
+                d = self.advisor.defaults(e, v, gpu)
                 block_settings.append((float(d.max_num_seqs), float(d.max_num_batched_tokens), d.mem_fraction,
                                        d.budget))
                 block_price.append(gpu.price_usd_per_gpu_hour or np.nan)

@@ -17,7 +17,7 @@ from service.schemas.recommendations import Recommendation, Sla
 
 LATENCY_BOUNDS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E"}
 # Candidates predicted beyond top_k when the simulated tail drops some: a bound on the work of one request
-# (each costs one simulation, ~9 ms at the default 1000 requests: benchmarks/sim_speed.py).
+# (each costs one simulation, ~4 ms at the default 1000 requests: benchmarks/sim_speed.py).
 MAX_EXTRA_CANDIDATES = 5
 
 

@@ -157,6 +157,18 @@ def _recomputed_costs(n_re: int, k: F) -> tuple[float, float]:
 
 
 @njit(cache=True)
+def _step_at(table: F, b: int, ctx: float, full_l: float, win_l: float, win: float, u_lo: float, inv_du: float,
+             top_k: int) -> float:
+    """Decode step time of ``b`` sequences at mean context ``ctx`` (StepTable.at; the loop's contexts never fall
+    below the table's first point)."""
+    x = (full_l * ctx + win_l * (ctx if ctx < win else win) - u_lo) * inv_du
+    j = int(x)
+    if j > top_k:
+        j = top_k
+    return table[b, j] + (x - j) * (table[b, j + 1] - table[b, j])
+
+
+@njit(cache=True)
 def _remove(lst: I_, n: int, rid: int) -> int:
     """Remove ``rid`` from the first ``n`` entries of ``lst``, keeping their order; the new length."""
     j = 0
@@ -398,11 +410,7 @@ def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival
                     run_n = min(run_n, 1 + int((cap - d0 - b * g - pkv - b) // (b + c)))
         if b:
             ctx0 = (d0 + b * g) / b + 1.0
-            x = (full_l * ctx0 + win_l * (ctx0 if ctx0 < win else win) - u_lo) * inv_du
-            j = int(x)
-            if j > top_k:
-                j = top_k
-            d_first = table[b, j] + (x - j) * (table[b, j + 1] - table[b, j])
+            d_first = _step_at(table, b, ctx0, full_l, win_l, win, u_lo, inv_du, top_k)
             if p_tok:
                 # carried prompt tokens: their compute, against (MoE) reading the experts they route to
                 # beyond the decodes' (StepModel.carried_prefill_s)
@@ -414,12 +422,7 @@ def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival
                         heapq.heappop(heap)
                     kk = min(run_n, heap[0][0] - g + 1)
                     if kk > 1:
-                        ctx = ctx0 + (kk - 1)
-                        x = (full_l * ctx + win_l * (ctx if ctx < win else win) - u_lo) * inv_du
-                        j = int(x)
-                        if j > top_k:
-                            j = top_k
-                        d_last = table[b, j] + (x - j) * (table[b, j + 1] - table[b, j]) + carry
+                        d_last = _step_at(table, b, ctx0 + (kk - 1), full_l, win_l, win, u_lo, inv_du, top_k) + carry
             elif preempted:
                 d_last = d_first
             else:
@@ -430,12 +433,7 @@ def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival
                     kk = max(min(kk, int((cap - d0 - b * g - pkv) // b)), 1)
                 d_last = d_first
                 if kk > 1:
-                    ctx = ctx0 + (kk - 1)
-                    x = (full_l * ctx + win_l * (ctx if ctx < win else win) - u_lo) * inv_du
-                    j = int(x)
-                    if j > top_k:
-                        j = top_k
-                    d_last = table[b, j] + (x - j) * (table[b, j + 1] - table[b, j])
+                    d_last = _step_at(table, b, ctx0 + (kk - 1), full_l, win_l, win, u_lo, inv_du, top_k)
                 if a_head < a_tail and w_len == 0 and n_running < max_run:
                     # stop where the next arrival could be admitted: the first step ending after it
                     wait = arr_t[a_head] - t

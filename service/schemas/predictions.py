@@ -21,8 +21,8 @@ class _Body(BaseModel):
 # workload's stated mean (the analytic model uses the stated mean, the simulation the histogram).
 MAX_HISTOGRAM_BINS = 1000
 HISTOGRAM_MEAN_TOLERANCE = 0.05
-# Simulated requests per prediction: bounds on what one request may ask for (time grows linearly, ~9 us each:
-# benchmarks/sim_speed.py measured 107,000 simulated requests/s on 2 cores).
+# Simulated requests per prediction: bounds on what one request may ask for (time grows linearly, ~3 us each:
+# benchmarks/sim_speed.py measured 310,401 simulated requests/s on 2 cores).
 MIN_SIM_REQUESTS = 100
 MAX_SIM_REQUESTS = 20_000
 DEFAULT_SIM_REQUESTS = 2000
