@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from service.core.costmodel import (
     MODES,
     Candidates,
     Params,
+    ServeInputs,
     Tables,
     serve,
     static_terms,
@@ -86,6 +87,7 @@ MAX_BATCHED_TOKENS_GRID = (4096,)
 N_SETTINGS = (1 + len(MAX_NUM_SEQS_GRID)) * (1 + len(MAX_BATCHED_TOKENS_GRID))
 # Replica counts tried (each bounded by max_gpus, and by the concurrency: idle replicas only cost).
 REPLICA_GRID = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 192, 256, 384, 512)
+REPLICAS = np.asarray(REPLICA_GRID, dtype=np.float64)
 # Tensor and pipeline sizes tried (TP within a node; PP > 1 only when multi_node is allowed).
 TP_GRID = (1, 2, 4, 8, 16, 32, 64, 72)
 PP_GRID_MULTI_NODE = (2, 4, 8)
@@ -156,36 +158,6 @@ class Solves:
         return j * self.units + u
 
 
-class Packed:
-    """A dataclass of per-candidate arrays (``Static``, ``Params``) with its 1-D arrays packed into one matrix
-    per dtype, a row per field, so that a subset of candidates is gathered by one ``np.take`` per dtype rather
-    than one indexing per field (``take_rows``): the search gathers its probes' rows every round."""
-
-    def __init__(self, obj: Any) -> None:
-        self.kind = type(obj)
-        self.fixed: dict[str, Any] = {}                 # not per-candidate arrays: kept as they are
-        self.each: dict[str, NDArray[Any]] = {}         # per-candidate arrays of more dimensions
-        by_dtype: dict[np.dtype[Any], list[str]] = {}
-        for f in fields(obj):
-            v = getattr(obj, f.name)
-            if not (isinstance(v, np.ndarray) and v.ndim):
-                self.fixed[f.name] = v
-            elif v.ndim == 1:
-                by_dtype.setdefault(v.dtype, []).append(f.name)
-            else:
-                self.each[f.name] = v
-        self.packed = [(names, np.stack([getattr(obj, n) for n in names])) for names in by_dtype.values()]
-
-    def take(self, idx: NDArray[np.int64], **values: Any) -> Any:
-        """The object of candidates ``idx`` (as ``take_rows`` gives it), with ``values`` set."""
-        out = dict(self.fixed)
-        for names, mat in self.packed:
-            out.update(zip(names, np.take(mat, idx, axis=1), strict=True))
-        out.update({name: v[idx] for name, v in self.each.items()})
-        out.update(values)
-        return self.kind(**out)
-
-
 @dataclass
 class Units:
     """A search's units (layout x engine settings) and what depends on neither the load nor the replica
@@ -200,8 +172,8 @@ class Units:
     li: NDArray[np.int64]                   # per unit: its layout
     seqs: F
     toks: F
-    static: Packed                          # Static per unit, at one replica and unit load (set per probe)
-    params: Packed                          # Params per unit
+    mode: int                               # the workload's mode
+    inputs: ServeInputs                     # the serving solve's inputs per unit (load and replicas set per probe)
     ttft_lb_s: F                            # per unit, latency floors: one request alone
     tpot_lb_s: F
     fits: NDArray[np.bool_]
@@ -314,7 +286,7 @@ class Recommender:
         layouts = un.layouts
         lay, li_s, m = un.lay, un.li, len(un.li)
         per_layout_gpus = lay[:, 3] * lay[:, 4]
-        reps_grid = np.asarray(REPLICA_GRID, dtype=np.float64)
+        reps_grid = REPLICAS
         rep_ok = reps_grid[None, :] * per_layout_gpus[:, None] <= max_gpus
         if wl.mode == "concurrency":
             rep_ok &= reps_grid[None, :] <= max(load, 1.0)
@@ -555,7 +527,7 @@ class Recommender:
         # one request alone (static batch of one: the same at any replica count)
         alone = serve(replace(static, mode=np.full(m, MODE_STATIC, dtype=np.int64), load=np.ones(m)), params)
         return Units(layouts=layouts, lay=lay, dset=dset, price=price, fits_min=fits_min, li=li_s, seqs=seqs_s,
-                     toks=toks_s, static=Packed(static), params=Packed(params),
+                     toks=toks_s, mode=MODES[wl.mode], inputs=ServeInputs.of(static, params),
                      ttft_lb_s=params.ttft_fixed_s + alone.prefill_s,
                      tpot_lb_s=alone.tpot_s, fits=alone.fits)
 
@@ -567,15 +539,13 @@ class Recommender:
         if not len(at):
             return
         j, u = np.divmod(at, solved.units)
-        reps = np.asarray(REPLICA_GRID, dtype=np.float64)[j]
-        st = un.static.take(u, replicas=np.maximum(reps, 1.0), load=np.full(len(u), load))
-        p = un.params.take(u)
-        res = serve(st, p)
-        ttft = res.ttft_s
+        inp = un.inputs.take(u, REPLICAS[j], load)
+        _, ttft, tpot, per_replica_s, _, overloaded = inp.solve(un.mode)     # as costmodel.serve gives them
         if q is not None:
-            ttft = analytic_ttft_quantile_s(ttft, p.ttft_fixed_s, res.prefill_s, q)
-        solved.ttft_s[at], solved.tpot_s[at], solved.out_tok_s[at] = ttft, res.tpot_s, res.output_tok_s
-        solved.overloaded[at] = res.overloaded
+            ttft = analytic_ttft_quantile_s(ttft, inp.row("ttft_fixed_s"), inp.row("prefill_alone"), q)
+        solved.ttft_s[at], solved.tpot_s[at] = ttft, tpot
+        solved.out_tok_s[at] = per_replica_s * inp.replicas * inp.row("osl")
+        solved.overloaded[at] = overloaded
         solved.done[at] = True
 
     @staticmethod

@@ -589,27 +589,57 @@ def step_model(s: Static, p: Params) -> StepModel:
     return sm
 
 
-def _kernel_arg(v: Any, n: int) -> F:
-    """``v`` as a contiguous, writeable float64 array of ``n``: the one argument type the kernels are compiled
-    for (warm_up). Most are already; converting each costs ~10 us, which a one-candidate prediction feels."""
-    if type(v) is np.ndarray and v.shape == (n,) and v.dtype == np.float64 and v.flags.c_contiguous \
-            and v.flags.writeable:
-        return v
-    return np.require(np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)), requirements=["C", "W"])
+# The serving solve's per-candidate inputs, in ``_serve_kernel``'s argument order. Only ``per_replica`` (the
+# load over the replicas) depends on the replica count or the load: ``ServeInputs`` keeps the rest.
+KERNEL_INPUTS = ("isl", "osl", "pp", "per_replica", "cap_mean", "max_batched_tok", "c_prefill", "prefill_alone",
+                 "dense_s", "expert_s", "log_miss", "seq_s", "flop_s_seq", "comm_fixed_s", "comm_seq_s",
+                 "step_fixed_s", "step_overhead_s", "ttft_fixed_s", "wave")
+_ROW = {name: k for k, name in enumerate(KERNEL_INPUTS)}
+
+
+@dataclass
+class ServeInputs:
+    """``_serve_kernel``'s inputs of some candidates, a row per input (``KERNEL_INPUTS``) and a column per
+    candidate, with their replica counts: built once, solved at any load or replica count by ``solve``
+    without the step model again (the recommendation search solves its units at many replica counts)."""
+
+    moe: NDArray[np.bool_]
+    rows: F                                     # (len(KERNEL_INPUTS), n), C-ordered: each row is contiguous
+    replicas: F
+
+    @classmethod
+    def of(cls, s: Static, p: Params, sm: StepModel | None = None) -> ServeInputs:
+        sm = step_model(s, p) if sm is None else sm
+        n = len(s.isl)
+        rows = np.empty((len(KERNEL_INPUTS), n))
+        for k, v in enumerate((s.isl, s.osl, s.pp, s.load / s.replicas, s.cap_mean, s.max_batched_tok,
+                               sm.c_prefill_s, sm.prefill_alone_s, sm.dense_s, sm.expert_s, sm.log_miss, sm.seq_s,
+                               sm.flop_s_seq, sm.comm_fixed_s, sm.comm_seq_s, sm.step_fixed_s, p.step_overhead_s,
+                               p.ttft_fixed_s, p.wave)):
+            rows[k] = v
+        return cls(moe=np.array(np.broadcast_to(sm.moe, (n,)), dtype=np.bool_), rows=rows,
+                   replicas=np.array(np.broadcast_to(s.replicas, (n,)), dtype=np.float64))
+
+    def row(self, name: str) -> F:
+        return self.rows[_ROW[name]]
+
+    def take(self, idx: NDArray[np.int64], replicas: F, load: float) -> ServeInputs:
+        """Candidates ``idx`` at ``replicas`` each (at least one) sharing ``load``."""
+        reps = np.maximum(replicas, 1.0)
+        out = ServeInputs(moe=self.moe[idx], rows=np.take(self.rows, idx, axis=1), replicas=reps)
+        out.rows[_ROW["per_replica"]] = load / reps
+        return out
+
+    def solve(self, mode_value: int) -> tuple[F, F, F, F, F, NDArray[np.bool_]]:
+        """``_serve_kernel``'s answer (batch, TTFT, TPOT, requests/s per replica, compute share, overloaded)."""
+        return _serve_kernel(int(mode_value), self.moe, *self.rows)  # type: ignore[no-any-return]
 
 
 def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
     """Prefill, decode and serving dynamics of candidates that all share one workload mode: the step model in
     numpy, the per-candidate solve compiled (``_serve_kernel``)."""
     sm = step_model(s, p)
-    n = len(s.isl)
-    moe = np.broadcast_to(sm.moe, (n,))
-    per_candidate = [_kernel_arg(v, n) for v in (
-        s.isl, s.osl, s.pp, s.load / s.replicas, s.cap_mean, s.max_batched_tok, sm.c_prefill_s, sm.prefill_alone_s,
-        sm.dense_s, sm.expert_s, sm.log_miss, sm.seq_s, sm.flop_s_seq, sm.comm_fixed_s, sm.comm_seq_s,
-        sm.step_fixed_s, p.step_overhead_s, p.ttft_fixed_s, p.wave)]
-    batch, ttft, tpot, x, share, overloaded = _serve_kernel(int(mode_value), np.require(moe, np.bool_, ["C", "W"]),
-                                                            *per_candidate)
+    batch, ttft, tpot, x, share, overloaded = ServeInputs.of(s, p, sm).solve(mode_value)
     prefill_alone = sm.prefill_alone_s
     if mode_value == MODE_STATIC:
         # one batch of B prompts prefilled together (a prefill-only step of B prompts), then decodes

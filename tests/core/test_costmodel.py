@@ -24,6 +24,7 @@ from service.core.costmodel import (
     Candidates,
     Params,
     Result,
+    ServeInputs,
     Tables,
     _decode_step_f,
     _serve_kernel,
@@ -31,6 +32,7 @@ from service.core.costmodel import (
     evaluate,
     static_terms,
     step_model,
+    take_rows,
     warm_up,
 )
 
@@ -245,3 +247,24 @@ def test_the_compiled_serving_solve_gives_the_interpreted_ones_figures(d: dict[s
         interpreted = run(c)
     for f in fields(Result):
         assert np.array_equal(getattr(compiled, f.name), getattr(interpreted, f.name), equal_nan=True), f.name
+
+
+@settings(max_examples=20, deadline=None)
+@given(d=deployments, mode=st.sampled_from(["offline", "concurrency", "request_rate"]), seed=st.integers(0, 99))
+def test_serving_inputs_built_once_solve_any_load_and_replicas_as_serve_does(d: dict[str, Any], mode: str,
+                                                                            seed: int) -> None:
+    # the recommendation search builds each unit's ServeInputs at one replica and unit load, then solves
+    # subsets of them at other replica counts and loads: the figures must be serve's for those candidates
+    rng = np.random.default_rng(seed)
+    n = 12
+    static = static_terms(TABLES, cand(d.pop("model"), d.pop("gpu"), mode=mode, load=np.ones(n), **d))
+    inputs = ServeInputs.of(static, PARAMS)
+    idx = rng.integers(0, n, 20)
+    replicas = rng.choice([1.0, 2.0, 5.0, 64.0], size=len(idx))
+    load = float(rng.choice([0.3, 4.0, 50.0, 900.0]))
+    _, ttft, tpot, per_replica_s, share, over = inputs.take(idx, replicas, load).solve(MODES[mode])
+    want = costmodel.serve(replace(take_rows(static, idx), replicas=replicas, load=np.full(len(idx), load)),
+                           Params(*(np.full(len(idx), float(getattr(PARAMS, f))) for f in PARAM_NAMES)))
+    for got, name in ((ttft, "ttft_s"), (tpot, "tpot_s"), (share, "compute_bound_share"), (over, "overloaded"),
+                      (per_replica_s * replicas, "requests_s")):
+        assert np.array_equal(got, getattr(want, name)), name

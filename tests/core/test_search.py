@@ -9,7 +9,6 @@ import pytest
 
 from service.core.costmodel import take_rows
 from service.core.search import first_per_group, pareto_front
-from service.recommend import Packed
 
 
 def pareto_by_definition(minimise: np.ndarray) -> np.ndarray:
@@ -71,28 +70,3 @@ def test_first_per_group_keeps_each_groups_first_in_order(seed: int) -> None:
                 seen.add(group[i])
                 want.append(i)
         assert np.array_equal(first_per_group(order, group), np.asarray(want, dtype=np.int64))
-
-
-@dataclass
-class Mixed:
-    a: np.ndarray           # float per candidate
-    b: np.ndarray           # bool per candidate
-    c: np.ndarray           # int per candidate
-    d: np.ndarray           # 2-D per candidate
-    e: float                # shared
-    f: np.ndarray           # 0-d: shared
-
-
-def test_packed_take_is_take_rows() -> None:
-    # the search gathers its probes' static terms by Packed.take: the same object take_rows gives
-    rng = np.random.default_rng(0)
-    n = 50
-    obj = Mixed(a=rng.random(n), b=rng.random(n) < 0.5, c=rng.integers(0, 9, n), d=rng.random((n, 3)), e=2.5,
-                f=np.float64(1.5) * np.ones(()))
-    idx = rng.integers(0, n, 30)
-    got, want = Packed(obj).take(idx), take_rows(obj, idx)
-    for name in ("a", "b", "c", "d", "f"):
-        assert np.array_equal(getattr(got, name), getattr(want, name))
-        assert getattr(got, name).dtype == getattr(want, name).dtype
-    assert got.e == want.e
-    assert Packed(obj).take(idx, e=3.0).e == 3.0
