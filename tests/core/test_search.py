@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 
-from service.core.costmodel import take_rows
 from service.core.search import first_per_group, pareto_front
 
 
