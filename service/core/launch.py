@@ -869,6 +869,10 @@ def _trtllm_args(ctx: _Context, ckpt: _Checkpoint, port: int, notes: list[str]) 
 # Containers, replicas, assembly
 
 
+# PyYAML's libyaml emitter where it is built in (the wheels have it): the same text as safe_dump, ~10x faster
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def _image(ctx: _Context) -> tuple[str, str | None]:
     """The container image and, when it is not verified, why."""
     if ctx.gpu.vendor == "amd":
@@ -957,7 +961,8 @@ def render_launch(spec: LaunchSpec, catalog: Catalog, vocab_dir: Path | None = N
                          "kv_cache_free_gpu_memory_fraction (a fraction of memory free after weights). Ignored.")
         max_batch = spec.max_num_seqs or int(ctx.vocab.flag_default("--max_batch_size"))
         options = _trtllm_extra_options(ctx, max_batch, notes)
-        files[TRTLLM_EXTRA_OPTIONS_FILE] = yaml.safe_dump(options, sort_keys=True, default_flow_style=False)
+        files[TRTLLM_EXTRA_OPTIONS_FILE] = yaml.dump(options, Dumper=_YAML_DUMPER, sort_keys=True,
+                                                     default_flow_style=False)
         max_tokens = spec.max_num_batched_tokens or int(ctx.vocab.flag_default("--max_num_tokens"))
         if spec.max_model_len and max_tokens < spec.max_model_len and not spec.enable_chunked_prefill:
             notes.append(f"max_num_tokens {max_tokens} < max_seq_len {spec.max_model_len} without chunked prefill: "
@@ -990,13 +995,15 @@ def render_launch(spec: LaunchSpec, catalog: Catalog, vocab_dir: Path | None = N
     else:
         env = "HIP_VISIBLE_DEVICES" if ctx.gpu.vendor == "amd" else "CUDA_VISIBLE_DEVICES"
         servers: list[dict[str, Any]] = []
+        per_slot: dict[int, tuple[str, str]] = {}      # a node's slots repeat on every node: rendered once each
         for i, (node, gpus, host_port) in enumerate(_placements(ctx, replicas.count)):
             gpu_list = ",".join(map(str, gpus))
-            servers.append({
-                "replica": i, "node": node, "gpus": gpu_list, "host_port": host_port,
-                "command": f"{env}={gpu_list} " + shlex.join([*executable, *server_args(host_port)]),
-                "container": _docker_line(ctx, image, args, gpus, host_port, local_files),
-            })
+            if host_port not in per_slot:
+                per_slot[host_port] = (f"{env}={gpu_list} " + shlex.join([*executable, *server_args(host_port)]),
+                                       _docker_line(ctx, image, args, gpus, host_port, local_files))
+            command, container_line = per_slot[host_port]
+            servers.append({"replica": i, "node": node, "gpus": gpu_list, "host_port": host_port,
+                            "command": command, "container": container_line})
         why = ("MoE expert layers of vLLM data-parallel ranks synchronise every step, so they are not independent "
                "replicas" if spec.engine == "vllm" and ctx.model and ctx.model.num_experts else
                "each replica is an independent server")

@@ -395,6 +395,22 @@ def test_render_is_deterministic(catalog: Catalog) -> None:
     assert render_launch(spec, catalog) == render_launch(spec, catalog)
 
 
+@pytest.mark.parametrize("engine", ["vllm", "trtllm"])
+def test_separate_servers_over_many_nodes_each_name_their_own_gpus_and_port(engine: str, catalog: Catalog) -> None:
+    # 20 TP2 servers on 8-GPU H100 nodes: 4 per node over 5 nodes; each server's command and container line
+    # pin its own GPUs and publish its own port (a node's slots repeat on every node)
+    out = render_launch(_spec(engine=engine, model_id="Qwen/Qwen3-30B-A3B", tp=2, replicas=20), catalog)
+    servers = out["replicas"]["servers"]
+    assert len(servers) == 20 and {s["node"] for s in servers} == set(range(5))
+    for s in servers:
+        first = 2 * (s["replica"] % 4)
+        assert s["gpus"] == f"{first},{first + 1}"
+        assert s["command"].startswith(f"CUDA_VISIBLE_DEVICES={s['gpus']} ")
+        assert f"--port {s['host_port']}" in s["command"] or s["host_port"] == 8000
+        assert f'device={s["gpus"]}' in s["container"] and f"-p {s['host_port']}:" in s["container"]
+    assert len({s["host_port"] for s in servers}) == 4
+
+
 def test_shell_quoting_of_odd_names(catalog: Catalog) -> None:
     out = render_launch(_spec(checkpoint="/models/my ckpt's dir"), catalog)
     assert shlex.split(out["command"])[2] == "/models/my ckpt's dir"
