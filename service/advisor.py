@@ -249,18 +249,23 @@ class Advisor:
     def params_for(self, keys: list[tuple[str, str, str, str]], current: list[bool]) -> Params:
         """Fitted parameters of each (engine, arch, GPU, dtype) key, of the current engine generation or not:
         looked up once per key for the calibration in use (a new calibration starts afresh)."""
+        return Params.from_matrix(self.param_rows(keys, current))
+
+    def param_rows(self, keys: list[tuple[str, str, str, str]], current: list[bool]) -> NDArray[np.float64]:
+        """``params_for`` as a matrix: a row per key, a column per parameter (``PARAM_NAMES``)."""
         cal = self.cal.calibration
         held = self._params_held
         if held[0] is not cal:
             held = (cal, {}, np.zeros((0, len(PARAM_NAMES))))
         wanted = list(zip(keys, current, strict=True))
-        missing = list(dict.fromkeys(w for w in wanted if w not in held[1]))
+        row_of = held[1]
+        missing = list(dict.fromkeys(w for w in wanted if w not in row_of))
         if missing:
             got = cal.params_for([k for k, _ in missing], np.asarray([c for _, c in missing], dtype=bool))
             new = np.stack([np.asarray(getattr(got, n), dtype=np.float64) for n in PARAM_NAMES], axis=1)
-            row_of = {**held[1], **{w: len(held[1]) + i for i, w in enumerate(missing)}}
+            row_of = {**row_of, **{w: len(row_of) + i for i, w in enumerate(missing)}}
             held = self._params_held = (cal, row_of, np.concatenate([held[2], new]))
-        return Params.from_matrix(held[2][np.asarray([held[1][w] for w in wanted], dtype=np.int64)])
+        return held[2][np.fromiter((row_of[w] for w in wanted), dtype=np.int64, count=len(wanted))]
 
     def predict(self, req: PredictionRequest, launch: Launch | None = None) -> PredictionResponse:
         """``launch``: the deployment's launch when the caller has already rendered it (``self.launch`` of the

@@ -12,10 +12,10 @@ candidate probed twice is solved once. The answer's deployments are then re-pred
 
 from __future__ import annotations
 
-import itertools
+import bisect
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,14 +27,13 @@ from service.advisor import QUANTILES, Advisor, InvalidRequest, analytic_ttft_qu
 from service.core import search
 from service.core.calibration import calibration_engine
 from service.core.costmodel import (
-    MODE_STATIC,
     MODES,
     Candidates,
     Params,
     ServeInputs,
     Tables,
-    serve,
     static_terms,
+    step_model,
 )
 from service.core.engine_defaults import is_current
 from service.schemas.predictions import (
@@ -106,13 +105,45 @@ class Applied:
     max_quality: str
 
 
+Layout = tuple[str, str, str, str, str, int, int]     # engine, version, GPU, weight dtype, KV dtype, TP, PP
+
+
+class Layouts:
+    """A search's layouts by index, in blocks of one engine version on one GPU (weight dtype x KV dtype x
+    TP/PP pair, the last varying fastest; the order of ``Units.lay``). A layout's tuple is made when it is
+    asked for: a search has tens of thousands of layouts, an answer names a few."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[str, str, str, list[str], list[str], list[tuple[int, int]]]] = []
+        self.starts: list[int] = []
+        self.n = 0
+
+    def add(self, engine: str, version: str, gpu: str, wds: list[str], kvs: list[str],
+            pairs: list[tuple[int, int]]) -> None:
+        self.blocks.append((engine, version, gpu, wds, kvs, pairs))
+        self.starts.append(self.n)
+        self.n += len(wds) * len(kvs) * len(pairs)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Layout:
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        b = bisect.bisect_right(self.starts, i) - 1
+        e, v, g, wds, kvs, pairs = self.blocks[b]
+        r = i - self.starts[b]
+        tp, pp = pairs[r % len(pairs)]
+        return e, v, g, wds[r // (len(kvs) * len(pairs))], kvs[(r // len(pairs)) % len(kvs)], tp, pp
+
+
 @dataclass
 class Scored:
     """One search's candidates and what the model says of them."""
 
     context_tok: int                        # max_model_len of every candidate: the workload's context
     layout: NDArray[np.int64]               # index into the layout table
-    layouts: list[tuple[str, str, str, str, str, int, int]]   # engine, version, gpu, wd, kv, tp, pp
+    layouts: Layouts
     replicas: F
     seqs: F
     tokens: F
@@ -164,7 +195,7 @@ class Units:
     count: built once per request and shared by its searches (the answer, the account of an infeasible
     one, the relaxations of the load and of the budget)."""
 
-    layouts: list[tuple[str, str, str, str, str, int, int]]
+    layouts: Layouts
     lay: NDArray[np.int64]                  # per layout: GPU, weight dtype, KV dtype (indices), TP, PP
     dset: F                                 # per layout: default seqs, tokens, memory fraction, budget kind
     price: F                                # per layout: USD per GPU-hour (NaN: no public price)
@@ -282,7 +313,7 @@ class Recommender:
                                     bool(cons.multi_node))
         un = memo[key]
         if un is None:
-            return self._empty([])
+            return self._empty(Layouts())
         layouts = un.layouts
         lay, li_s, m = un.lay, un.li, len(un.li)
         per_layout_gpus = lay[:, 3] * lay[:, 4]
@@ -438,7 +469,7 @@ class Recommender:
         adv = self.advisor
         idx = adv.index
         heads, kv_heads = model.num_attention_heads, model.num_kv_heads
-        layouts: list[tuple[str, str, str, str, str, int, int]] = []
+        layouts = Layouts()
         segments: dict[tuple[str, str, str, str], int] = {}     # (engine, version, GPU, weight dtype) -> row
         # per block: its GPU, its sizes (weight dtypes, KV dtypes, pairs) and where its own lists start in these
         blocks: list[tuple[int, int, int, int, int, int, int]] = []
@@ -466,7 +497,7 @@ class Recommender:
                 if not (ok_w and ok_k and pairs):
                     continue
                 # the block in the order weight dtype, KV dtype, TP/PP pair (the last varies fastest)
-                layouts += [(e, v, g, w, k, t, p) for w, k, (t, p) in itertools.product(ok_w, ok_k, pairs)]
+                layouts.add(e, v, g, ok_w, ok_k, pairs)
                 blocks.append((idx["gpu"][g], len(ok_w), len(ok_k), len(pairs), len(w_idx), len(k_idx), len(tp_pp)))
                 w_idx += [idx["wdtype"][w] for w in ok_w]
                 w_seg += [segments.setdefault((e, v, g, w), len(segments)) for w in ok_w]
@@ -524,12 +555,13 @@ class Recommender:
         # term depends on them)
         static = static_terms(tables, candidates(lay, dset, m_idx, wl, li_s, seqs_s, toks_s, np.ones(m), np.ones(m)))
         params = Params.from_matrix(lay_params[li_s])
-        # one request alone (static batch of one: the same at any replica count)
-        alone = serve(replace(static, mode=np.full(m, MODE_STATIC, dtype=np.int64), load=np.ones(m)), params)
+        sm = step_model(static, params)
+        # one request alone (as a static batch of one: its prompt's prefill, then decode steps of one sequence;
+        # the same at any replica count)
         return Units(layouts=layouts, lay=lay, dset=dset, price=price, fits_min=fits_min, li=li_s, seqs=seqs_s,
-                     toks=toks_s, mode=MODES[wl.mode], inputs=ServeInputs.of(static, params),
-                     ttft_lb_s=params.ttft_fixed_s + alone.prefill_s,
-                     tpot_lb_s=alone.tpot_s, fits=alone.fits)
+                     toks=toks_s, mode=MODES[wl.mode], inputs=ServeInputs.of(static, params, sm),
+                     ttft_lb_s=params.ttft_fixed_s + sm.prefill_alone_s, tpot_lb_s=sm.decode_step(np.ones(m))[0],
+                     fits=static.fits)
 
     @staticmethod
     def _solve(un: Units, solved: Solves, at: NDArray[np.int64], load: float, q: float | None) -> None:
@@ -558,7 +590,7 @@ class Recommender:
         """Indices of the candidates that meet every constraint."""
         return np.flatnonzero(~failing(Recommender.violations(s, ap), len(s.fits)))
 
-    def _empty(self, layouts: list[Any]) -> Scored:
+    def _empty(self, layouts: Layouts) -> Scored:
         z, b, i = np.zeros(0), np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
         return Scored(context_tok=0, layout=i, layouts=layouts, replicas=z, seqs=z, tokens=z, frac=z, n_gpus=z,
                       usd_h=z, fits=b, ttft_ms=z, tpot_ms=z, e2e_ms=z, out_tok_s=z, usd_per_m=z, overloaded=b,
@@ -570,9 +602,7 @@ class Recommender:
         keys: list[tuple[str, str, str, str]] = [
             (calibration_engine(e, adv.gpus[g].vendor), adv.gpus[g].architecture, g, w) for e, v, g, w in segments]
         current = {ev: is_current(*ev, adv.constants) for ev in {(e, v) for e, v, _, _ in segments}}
-        per_key = adv.params_for(keys, [current[(e, v)] for e, v, _, _ in segments])
-        return np.stack([np.asarray(getattr(per_key, n), dtype=np.float64) for n in Params.__dataclass_fields__],
-                        axis=1)
+        return adv.param_rows(keys, [current[(e, v)] for e, v, _, _ in segments])
 
     # --- constraints and ranking -------------------------------------------------------------------
 

@@ -632,7 +632,7 @@ class ServeInputs:
 
     def solve(self, mode_value: int) -> tuple[F, F, F, F, F, NDArray[np.bool_]]:
         """``_serve_kernel``'s answer (batch, TTFT, TPOT, requests/s per replica, compute share, overloaded)."""
-        return _serve_kernel(int(mode_value), self.moe, *self.rows)  # type: ignore[no-any-return]
+        return _serve_kernel(int(mode_value), self.moe, *self.rows)
 
 
 def _serve_mode(s: Static, p: Params, mode_value: int) -> Result:
