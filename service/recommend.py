@@ -622,22 +622,33 @@ class Recommender:
         return out
 
     @staticmethod
-    def order(s: Scored, idx: NDArray[np.int64], objective: str, offline: bool) -> NDArray[np.int64]:
+    def rank_keys(s: Scored, idx: NDArray[np.int64], objective: str, offline: bool) -> tuple[F, F, F]:
+        """The objective's sort keys of candidates ``idx``: primary, secondary, tertiary (ascending)."""
         usd_h, usd_m, e2e, thr = s.usd_h[idx], s.usd_per_m[idx], s.e2e_ms[idx], s.out_tok_s[idx]
         if objective == "min_cost":
-            o = search.rank_order(usd_m, usd_h, e2e) if offline else search.rank_order(usd_h, usd_m, e2e)
-        elif objective == "max_throughput":
-            o = search.rank_order(-thr, usd_h, e2e)
-        elif objective == "min_latency":
-            o = search.rank_order(e2e, s.ttft_ms[idx], usd_h)
-        else:   # balanced: cost per token and latency, each relative to the best feasible value
-            def relative(v: F) -> F:
-                finite = v[np.isfinite(v) & (v > 0)]
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    return np.log(v / finite.min()) if len(finite) else np.zeros_like(v)
+            return (usd_m, usd_h, e2e) if offline else (usd_h, usd_m, e2e)
+        if objective == "max_throughput":
+            return -thr, usd_h, e2e
+        if objective == "min_latency":
+            return e2e, s.ttft_ms[idx], usd_h
 
-            o = search.rank_order(relative(usd_m) + relative(e2e), usd_h, e2e)
-        return idx[o]
+        # balanced: cost per token and latency, each relative to the best feasible value
+        def relative(v: F) -> F:
+            finite = v[np.isfinite(v) & (v > 0)]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.log(v / finite.min()) if len(finite) else np.zeros_like(v)
+
+        return relative(usd_m) + relative(e2e), usd_h, e2e
+
+    @staticmethod
+    def order(s: Scored, idx: NDArray[np.int64], objective: str, offline: bool) -> NDArray[np.int64]:
+        """Candidates ``idx`` best first."""
+        return idx[search.rank_order(*Recommender.rank_keys(s, idx, objective, offline))]
+
+    @staticmethod
+    def best_per_layout(s: Scored, idx: NDArray[np.int64], objective: str, offline: bool) -> NDArray[np.int64]:
+        """Each layout's best of candidates ``idx``, best first: ``first_per_group(order(...), s.layout)``."""
+        return idx[search.best_per_group(s.layout[idx], *Recommender.rank_keys(s, idx, objective, offline))]
 
     # --- the answer ----------------------------------------------------------------------------------
 
@@ -650,7 +661,6 @@ class Recommender:
         s = self.search(req, ap, memo=memo)
         feasible = self.feasible(s, ap)
         offline = req.workload.mode == "offline"
-        ranked = self.order(s, feasible, ap.objective, offline)
         # one per layout, best first; a layout the engine cannot be launched with as asked (no checkpoint
         # or quantisation recipe for its dtype) is passed over, and the answer says so
         recs: list[Recommendation] = []
@@ -661,7 +671,7 @@ class Recommender:
         verifying = ap.percentile != "mean" and req.simulation.enabled
         dropped: list[str] = []
         tried = 0
-        best = search.first_per_group(ranked, s.layout)     # each layout's best candidate, best first
+        best = self.best_per_layout(s, feasible, ap.objective, offline)     # each layout's best, best first
         for i in best:
             if len(recs) == req.top_k or (verifying and tried == req.top_k + verify.MAX_EXTRA_CANDIDATES):
                 break

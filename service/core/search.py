@@ -36,6 +36,25 @@ def first_per_group(order: NDArray[np.int64], group: NDArray[Any]) -> NDArray[np
     return order[np.sort(first)]
 
 
+def best_per_group(group: NDArray[Any], primary: F, secondary: F, tertiary: F | None = None) -> NDArray[np.int64]:
+    """``first_per_group(rank_order(primary, secondary, tertiary), group)`` without sorting every row: a
+    group's first row in that order has the group's least primary key, so only the rows that tie their
+    group's least are sorted (NaN counts as worst, as in ``rank_order``)."""
+    if not len(group):
+        return np.zeros(0, dtype=np.int64)
+    key = np.nan_to_num(primary, nan=np.inf)
+    if group.dtype.kind in "iu" and group.min() >= 0 and group.max() <= DENSE_GROUPS_PER_ROW * len(group):
+        of, n_groups = group, int(group.max()) + 1          # small non-negative ids (layout indices): as they are
+    else:
+        ids, of = np.unique(group, return_inverse=True)
+        n_groups = len(ids)
+    least = np.full(n_groups, np.inf)
+    np.minimum.at(least, of, key)
+    keep = np.flatnonzero(key == least[of])
+    order = keep[rank_order(primary[keep], secondary[keep], None if tertiary is None else tertiary[keep])]
+    return first_per_group(order, group)
+
+
 def pareto_front(minimise: F) -> NDArray[np.int64]:
     """Rows of ``minimise`` (n x k, every column to be minimised; NaN counts as worst) that no other row
     dominates (no worse on every column and better on one); of rows equal on every column, the first.

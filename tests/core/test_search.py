@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from service.core.search import first_per_group, pareto_front
+from service.core.search import best_per_group, first_per_group, pareto_front, rank_order
 from service.recommend import Layouts
 
 
@@ -86,3 +86,22 @@ def test_layouts_index_as_the_blocks_product() -> None:
     assert len(table) == len(want) and [table[i] for i in range(len(table))] == want
     with pytest.raises(IndexError):
         table[len(want)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_best_per_group_is_the_first_of_each_group_in_the_full_ranking(seed: int) -> None:
+    # the answer takes each layout's best without sorting every feasible candidate: it must be exactly the
+    # first of each group in the full ranking (ties, NaN keys, groups whose keys are all NaN)
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        n = int(rng.integers(0, 500))
+        group = rng.integers(0, int(rng.integers(1, 80)), n)
+        if rng.random() < 0.3:
+            group = group * 1000 - 7          # sparse and negative ids
+        keys = [np.round(rng.random(n) * rng.choice([3, 50]), 1) for _ in range(3)]
+        for k in keys:
+            k[rng.random(n) < 0.1] = np.nan
+        keys[0][np.isin(group, group[:1])] = np.nan
+        tertiary = keys[2] if rng.random() < 0.7 else None
+        want = first_per_group(rank_order(keys[0], keys[1], tertiary), group)
+        assert np.array_equal(best_per_group(group, keys[0], keys[1], tertiary), want)
