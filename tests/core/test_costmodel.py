@@ -268,3 +268,18 @@ def test_serving_inputs_built_once_solve_any_load_and_replicas_as_serve_does(d: 
     for got, name in ((ttft, "ttft_s"), (tpot, "tpot_s"), (share, "compute_bound_share"), (over, "overloaded"),
                       (per_replica_s * replicas, "requests_s")):
         assert np.array_equal(got, getattr(want, name)), name
+
+
+@pytest.mark.parametrize("mode", ["concurrency", "request_rate"])
+def test_a_candidates_solve_does_not_depend_on_the_others_in_its_call(mode: str) -> None:
+    # the compiled solve takes candidates in blocks (costmodel._ROOT_BLOCK): 300 candidates solved together
+    # must get exactly the figures each gets alone
+    loads = np.geomspace(0.05, 3000, 300)
+    static = static_terms(TABLES, cand("Qwen/Qwen3-30B-A3B", "h100-sxm", mode=mode, load=loads))
+    inputs = ServeInputs.of(static, PARAMS)
+    together = inputs.solve(MODES[mode])
+    for i in range(0, len(loads), 7):
+        alone = _serve_kernel(MODES[mode], inputs.moe[i:i + 1].copy(),
+                              *np.ascontiguousarray(inputs.rows[:, i:i + 1]))
+        for got, want in zip(alone, together, strict=True):
+            assert got[0] == want[i]
