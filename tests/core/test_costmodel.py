@@ -283,3 +283,17 @@ def test_a_candidates_solve_does_not_depend_on_the_others_in_its_call(mode: str)
                               *np.ascontiguousarray(inputs.rows[:, i:i + 1]))
         for got, want in zip(alone, together, strict=True):
             assert got[0] == want[i]
+
+
+def test_a_solve_split_over_threads_gives_the_one_calls_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ServeInputs.solve splits many candidates over the cores (three parts here, whatever this machine has):
+    # the parts, put back together, must be the single call's answer in the candidates' order
+    monkeypatch.setattr(costmodel, "_CORES", 3)
+    loads = np.geomspace(0.05, 3000, 3 * costmodel._SPLIT_MIN_CANDIDATES + 17)
+    static = static_terms(TABLES, cand("meta-llama/Llama-3.1-8B-Instruct", "l4", mode="concurrency", load=loads))
+    inputs = ServeInputs.of(static, PARAMS)
+    split = inputs.solve(MODES["concurrency"])
+    whole = _serve_kernel(MODES["concurrency"], inputs.moe, *inputs.rows)
+    assert len(split[0]) == len(loads)
+    for got, want in zip(split, whole, strict=True):
+        assert np.array_equal(got, want)
