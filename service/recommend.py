@@ -32,6 +32,7 @@ from service.core.costmodel import (
     Params,
     ServeInputs,
     Tables,
+    capacity,
     static_terms,
     step_model,
 )
@@ -87,6 +88,9 @@ N_SETTINGS = (1 + len(MAX_NUM_SEQS_GRID)) * (1 + len(MAX_BATCHED_TOKENS_GRID))
 # Replica counts tried (each bounded by max_gpus, and by the concurrency: idle replicas only cost).
 REPLICA_GRID = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 192, 256, 384, 512)
 REPLICAS = np.asarray(REPLICA_GRID, dtype=np.float64)
+# Lists of calibration segments whose parameter rows a recommender keeps (a list per set of allowed GPUs,
+# engines and dtypes; most requests allow them all): a bound on memory, not a tuned figure.
+SEGMENT_LISTS_KEPT = 64
 # Tensor and pipeline sizes tried (TP within a node; PP > 1 only when multi_node is allowed).
 TP_GRID = (1, 2, 4, 8, 16, 32, 64, 72)
 PP_GRID_MULTI_NODE = (2, 4, 8)
@@ -255,6 +259,7 @@ def failing(viol: dict[str, NDArray[np.bool_]], n: int, besides: str | None = No
 class Recommender:
     def __init__(self, advisor: Advisor) -> None:
         self.advisor = advisor
+        self._segment_rows: tuple[Any, dict[tuple[tuple[str, str, str, str], ...], F]] = (None, {})
 
     # --- validation --------------------------------------------------------------------------------
 
@@ -533,8 +538,8 @@ class Recommender:
         li_all = np.arange(L)
         s_min = np.minimum.reduce(seq_opts)
         t_min = np.minimum.reduce(tok_opts)
-        fits_min = static_terms(tables, candidates(lay, dset, m_idx, wl, li_all, s_min, t_min, np.ones(L),
-                                                   np.ones(L))).fits
+        static = static_terms(tables, candidates(lay, dset, m_idx, wl, li_all, s_min, t_min, np.ones(L), np.ones(L)))
+        fits_min = static.fits
         keep = np.flatnonzero(fits_min)
         # the units, setting-major; a setting equal to one before it for the same layout (a default equal
         # to a grid value) is left out
@@ -551,17 +556,21 @@ class Recommender:
         seqs_s = np.concatenate(s_parts)
         toks_s = np.concatenate(t_parts)
         m = len(li_s)
-        # per unit at one replica and unit load: ``replicas`` and ``load`` are set per probe (no other static
-        # term depends on them)
-        static = static_terms(tables, candidates(lay, dset, m_idx, wl, li_s, seqs_s, toks_s, np.ones(m), np.ones(m)))
-        params = Params.from_matrix(lay_params[li_s])
+        # Per layout (at the smallest settings), what no engine setting changes: the step model, the serving
+        # inputs but two, and the latency floors of one request alone (as a static batch of one: its prompt's
+        # prefill, then decode steps of one sequence; the same at any replica count). Per unit, what the
+        # settings decide: the memory that is left for the KV cache, hence what fits and the batch it holds.
+        params = Params.from_matrix(lay_params)
         sm = step_model(static, params)
-        # one request alone (as a static batch of one: its prompt's prefill, then decode steps of one sequence;
-        # the same at any replica count)
+        cap = capacity(tables, candidates(lay, dset, m_idx, wl, li_s, seqs_s, toks_s, np.ones(m), np.ones(m)),
+                       static.weights[li_s], static.overhead[li_s], static.runnable[li_s], static.seq_full[li_s],
+                       static.seq_mean[li_s])
+        inputs = ServeInputs.of(static, params, sm).expand(li_s, np.ones(m), cap_mean=cap.cap_mean,
+                                                           max_batched_tok=toks_s)
         return Units(layouts=layouts, lay=lay, dset=dset, price=price, fits_min=fits_min, li=li_s, seqs=seqs_s,
-                     toks=toks_s, mode=MODES[wl.mode], inputs=ServeInputs.of(static, params, sm),
-                     ttft_lb_s=params.ttft_fixed_s + sm.prefill_alone_s, tpot_lb_s=sm.decode_step(np.ones(m))[0],
-                     fits=static.fits)
+                     toks=toks_s, mode=MODES[wl.mode], inputs=inputs,
+                     ttft_lb_s=(params.ttft_fixed_s + sm.prefill_alone_s)[li_s],
+                     tpot_lb_s=sm.decode_step(np.ones(L))[0][li_s], fits=cap.fits)
 
     @staticmethod
     def _solve(un: Units, solved: Solves, at: NDArray[np.int64], load: float, q: float | None) -> None:
@@ -597,12 +606,20 @@ class Recommender:
                       generated=0, scored=0, solved=0)
 
     def _segment_params(self, segments: list[tuple[str, str, str, str]]) -> F:
-        """Fitted parameters of each (engine, version, GPU, weight dtype), rows in PARAM_NAMES order."""
+        """Fitted parameters of each (engine, version, GPU, weight dtype), rows in PARAM_NAMES order; kept per
+        list of segments for the calibration in use (requests that allow the same GPUs and dtypes share one)."""
         adv = self.advisor
-        keys: list[tuple[str, str, str, str]] = [
-            (calibration_engine(e, adv.gpus[g].vendor), adv.gpus[g].architecture, g, w) for e, v, g, w in segments]
-        current = {ev: is_current(*ev, adv.constants) for ev in {(e, v) for e, v, _, _ in segments}}
-        return adv.param_rows(keys, [current[(e, v)] for e, v, _, _ in segments])
+        cal = adv.cal.calibration
+        if self._segment_rows[0] is not cal or len(self._segment_rows[1]) >= SEGMENT_LISTS_KEPT:
+            self._segment_rows = (cal, {})
+        held = self._segment_rows[1]
+        key = tuple(segments)
+        if key not in held:
+            keys: list[tuple[str, str, str, str]] = [
+                (calibration_engine(e, adv.gpus[g].vendor), adv.gpus[g].architecture, g, w) for e, v, g, w in segments]
+            current = {ev: is_current(*ev, adv.constants) for ev in {(e, v) for e, v, _, _ in segments}}
+            held[key] = adv.param_rows(keys, [current[(e, v)] for e, v, _, _ in segments])
+        return held[key]
 
     # --- constraints and ranking -------------------------------------------------------------------
 

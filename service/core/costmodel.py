@@ -367,6 +367,35 @@ def _attn_prefill(heads_dims: F, full_l: F, win_l: F, win: F, isl: F) -> F:
     return heads_dims * (full_l * isl * isl + win_l * isl * _windowed(isl, win))
 
 
+@dataclass
+class Capacity:
+    """What the engine settings (max_num_seqs, max_batched_tok) decide of a candidate's memory."""
+
+    activations: F
+    kv_pool: F
+    fits: NDArray[np.bool_]
+    max_conc: F                  # sequences of the full context the KV pool holds (up to max_num_seqs)
+    cap_mean: F                  # sequences of the workload's mean context it holds (1 to max_num_seqs)
+
+
+def capacity(t: Tables, c: Candidates, weights: F, overhead: F, runnable: NDArray[np.bool_], seq_full: F,
+             seq_mean: F) -> Capacity:
+    """Activations, KV pool and what fits, given the terms ``static_terms`` computes before them (none of which
+    depends on the engine settings: the search computes them once per layout and this per setting)."""
+    m, tp = c.model, c.tp
+    activations = (c.max_batched_tok * (2.0 * t.mlp_width[m] / tp + 4.0 * t.hidden[m]) * t.act_bytes
+                   + c.max_num_seqs * t.vocab[m] * t.logits_bytes)
+    total_mem = t.mem_bytes[c.gpu]
+    non_kv = weights + activations + overhead
+    kv_pool = np.where(c.budget == BUDGET_SHARE_OF_TOTAL, total_mem * c.mem_fraction - non_kv,
+                       (total_mem - non_kv) * c.mem_fraction)
+    kv_pool = np.maximum(kv_pool, 0.0)
+    return Capacity(
+        activations=activations, kv_pool=kv_pool, fits=(non_kv < total_mem) & (kv_pool >= seq_full) & runnable,
+        max_conc=np.minimum(np.floor(kv_pool / np.maximum(seq_full, 1.0)), c.max_num_seqs),
+        cap_mean=np.maximum(np.minimum(np.floor(kv_pool / np.maximum(seq_mean, 1.0)), c.max_num_seqs), 1.0))
+
+
 def static_terms(t: Tables, c: Candidates) -> Static:
     """Memory, capacity and operation counts of each candidate (parameter-free)."""
     m, g = c.model, c.gpu
@@ -397,23 +426,15 @@ def static_terms(t: Tables, c: Candidates) -> Static:
     def kv_seq_bytes(ctx: F) -> F:
         return _kv_seq_bytes(kv_tok_layer, full_l, win_l, win, pp, ctx)
 
-    activations = (c.max_batched_tok * (2.0 * t.mlp_width[m] / tp + 4.0 * hidden) * t.act_bytes
-                   + c.max_num_seqs * t.vocab[m] * t.logits_bytes)
     nccl = np.zeros_like(tp)
     for k, v in sorted(t.nccl_bytes_by_tp.items()):
         nccl = np.where(n_gpu >= k, v, nccl)
     overhead = t.other_overhead_bytes + nccl
-    total_mem = t.mem_bytes[g]
-    non_kv = weights + activations + overhead
-    kv_pool = np.where(c.budget == BUDGET_SHARE_OF_TOTAL, total_mem * c.mem_fraction - non_kv,
-                       (total_mem - non_kv) * c.mem_fraction)
-    kv_pool = np.maximum(kv_pool, 0.0)
     seq_full = kv_seq_bytes(np.maximum(c.context_tok, 1.0))
     ctx_mean = isl + osl / 2.0
     seq_mean = kv_seq_bytes(ctx_mean)
-    fits = (non_kv < total_mem) & (kv_pool >= seq_full) & runnable
-    max_conc = np.minimum(np.floor(kv_pool / np.maximum(seq_full, 1.0)), c.max_num_seqs)
-    cap_mean = np.maximum(np.minimum(np.floor(kv_pool / np.maximum(seq_mean, 1.0)), c.max_num_seqs), 1.0)
+    cap = capacity(t, c, weights, overhead, runnable, seq_full, seq_mean)
+    activations, kv_pool, fits, max_conc, cap_mean = cap.activations, cap.kv_pool, cap.fits, cap.max_conc, cap.cap_mean
 
     heads_dims = t.heads[m] * t.attn_dims[m]
     attn_prefill = _attn_prefill(heads_dims, full_l, win_l, win, isl)
@@ -634,8 +655,13 @@ class ServeInputs:
     def take(self, idx: NDArray[np.int64], replicas: F, load: float) -> ServeInputs:
         """Candidates ``idx`` at ``replicas`` each (at least one) sharing ``load``."""
         reps = np.maximum(replicas, 1.0)
-        out = ServeInputs(moe=self.moe[idx], rows=np.take(self.rows, idx, axis=1), replicas=reps)
-        out.rows[_ROW["per_replica"]] = load / reps
+        return self.expand(idx, reps, per_replica=load / reps)
+
+    def expand(self, idx: NDArray[np.int64], replicas: F, **rows: F) -> ServeInputs:
+        """Candidates ``idx`` (repeats allowed) at ``replicas``, with the inputs named in ``rows`` set."""
+        out = ServeInputs(moe=self.moe[idx], rows=np.take(self.rows, idx, axis=1), replicas=replicas)
+        for name, v in rows.items():
+            out.rows[_ROW[name]] = v
         return out
 
     def solve(self, mode_value: int) -> tuple[F, F, F, F, F, NDArray[np.bool_]]:

@@ -100,12 +100,28 @@ def _log_errors(pred: dict[str, Any], result: dict[str, Any]) -> dict[str, float
             "tpot": abs(math.log(pred["tpot_ms"] / result["mean_tpot_ms"]))}
 
 
+def searched_and_predicted(api: TestClient) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    """A recommendation on the fixture's GPU, engine and dtype: its calibration version, the search's figures of
+    its first deployment (its point of the Pareto front) and that deployment's prediction."""
+    r = api.post("/v1/recommendations", json={
+        "model": MODEL_8B, "workload": FIXTURE_WORKLOAD, "simulation": {"enabled": False}, "top_k": 1,
+        "constraints": {"gpus": ["h100-sxm"], "engines": ["vllm"], "weight_dtypes": ["bf16"], "max_gpus": 1}})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    point = next(p for p in body["pareto"] if p["rank"] == 1)
+    dep = body["recommendations"][0]["deployment"]
+    pred = predict(api, {"model": MODEL_8B, "workload": FIXTURE_WORKLOAD, "deployment": {
+        k: v for k, v in dep.items() if k not in ("gpu_count", "multi_node")}})
+    return body["calibration_version"], point, pred["predicted"]
+
+
 def test_a_vllm_result_moves_its_own_configuration_toward_it_and_nothing_unrelated(api: TestClient) -> None:
     result = vllm_result()
     target = {"model": MODEL_8B, "deployment": {k: v for k, v in FIXTURE_DEPLOYMENT.items() if k != "gpu_count"},
               "workload": FIXTURE_WORKLOAD}
     before_cal = calibration(api)
     before = predict(api, target)
+    searched_before = searched_and_predicted(api)
     before_unrelated = {name: predict(api, body) for name, body in UNRELATED.items()}
     count = stored_count(api)
 
@@ -147,6 +163,14 @@ def test_a_vllm_result_moves_its_own_configuration_toward_it_and_nothing_unrelat
     e0, e1 = _log_errors(before["predicted"], result), _log_errors(after["predicted"], result)
     assert sum(v * v for v in e1.values()) < sum(v * v for v in e0.values())
     assert e1["throughput"] < e0["throughput"] and e1["tpot"] < e0["tpot"]
+
+    # the search works with the new version too (the recommender keeps fitted parameters per calibration):
+    # its figures of the deployment it ranks first are that deployment's prediction, and they moved
+    version, point, pred = searched_and_predicted(api)
+    assert version == after_cal["version"] != searched_before[0]
+    for field in ("ttft_ms", "tpot_ms", "output_tok_s"):
+        assert point[field] == pytest.approx(pred[field], rel=1e-3), field
+    assert point != searched_before[1]
 
     # segments that hold none of the new rows predict exactly as before
     for name, body in UNRELATED.items():
