@@ -416,8 +416,22 @@ class Recommender:
         hi = options.astype(np.int64).copy()
 
         def probe(u: NDArray[np.int64], j: NDArray[np.int64]) -> None:
-            """Units ``u`` at options ``j`` (a unit may be probed at several options at once)."""
-            ok = self.latency_ok(score(u, j, skip_by_floor=True), ap)
+            """Units ``u`` at options ``j`` (a unit may be probed at several options at once): each one's
+            verdict on every bound that more replicas can only help (memory, capacity, the SLA; not the
+            budget), as ``violations`` of ``score(u, j, skip_by_floor=True)`` would give it without the rest of
+            the scoring (a candidate outside its floors fails: memory, or a bound its floor already breaks)."""
+            cand = solved.at(u, j)
+            sel = np.flatnonzero(within_floor[u])
+            first_time = ~probed[cand]
+            probed[cand] = True
+            counts["scored"] += int(first_time.sum())
+            counts["solved"] += int(first_time[sel].sum())
+            ok = np.zeros(len(u), dtype=bool)
+            if len(sel):
+                at = cand[sel]
+                self._solve(un, solved, at, load, q)
+                ok[sel] = self.meets_sla(solved.ttft_s[at], solved.tpot_s[at], solved.out_tok_s[at],
+                                         solved.overloaded[at], osl_1, ap.sla)
             np.minimum.at(hi, u[ok], j[ok])
             np.maximum.at(lo, u[~ok], j[~ok] + 1)
             np.minimum(lo, hi, out=lo)              # (verdicts are monotone: this only guards the bracket)
@@ -590,9 +604,20 @@ class Recommender:
         solved.done[at] = True
 
     @staticmethod
-    def latency_ok(s: Scored, ap: Applied) -> NDArray[np.bool_]:
-        """Meets every bound that more replicas can only help: memory, capacity, the SLA (not the budget)."""
-        return ~failing(Recommender.violations(s, ap), len(s.fits), besides="max_usd_per_hour")
+    def meets_sla(ttft_s: F, tpot_s: F, out_tok_s: F, overloaded: NDArray[np.bool_], osl_1: int,
+                  sla: Sla) -> NDArray[np.bool_]:
+        """Which candidates that fit meet capacity and the SLA, from their solved figures (``violations``'
+        tests, computed as it computes them)."""
+        ok = ~overloaded
+        if sla.ttft_ms is not None:
+            ok &= ~(ttft_s * MS_PER_S > sla.ttft_ms)
+        if sla.tpot_ms is not None:
+            ok &= ~(tpot_s * MS_PER_S > sla.tpot_ms)
+        if sla.e2e_ms is not None:
+            ok &= ~((ttft_s + osl_1 * tpot_s) * MS_PER_S > sla.e2e_ms)
+        if sla.min_output_tok_s is not None:
+            ok &= ~(out_tok_s < sla.min_output_tok_s)
+        return ok
 
     @staticmethod
     def feasible(s: Scored, ap: Applied) -> NDArray[np.int64]:

@@ -115,8 +115,15 @@ def test_70b_on_one_24gb_gpu_is_ruled_out_by_memory(client: TestClient) -> None:
 def test_replica_search_agrees_with_scoring_every_candidate(client: TestClient) -> None:
     # the binary search over replica counts must decide each candidate as exhaustive scoring does
     rec = recommender_for(client.app.state.advisor.current_advisor())  # type: ignore[attr-defined]
+    gpus = CHAT_8B["constraints"]["gpus"]
     for body in (CHAT_8B, {**CHAT_8B, "sla": {"ttft_ms": 300, "percentile": "p99"},
-                           "constraints": {"max_gpus": 16, "max_usd_per_hour": 20}}):
+                           "constraints": {"max_gpus": 16, "max_usd_per_hour": 20}},
+                 {**CHAT_8B, "sla": {"e2e_ms": 6000, "min_output_tok_s": 1500, "percentile": "p90"},
+                  "constraints": {"gpus": gpus, "max_gpus": 16}},
+                 {**CHAT_8B, "workload": {"input_tokens": 512, "output_tokens": 128, "request_rate": 20.0},
+                  "sla": {"ttft_ms": 300, "tpot_ms": 30, "percentile": "p99"}},
+                 {**CHAT_8B, "workload": {"input_tokens": 1024, "output_tokens": 1024, "offline": True},
+                  "sla": {"min_output_tok_s": 5000}, "scenario": "batch"}):
         req = RecommendationRequest.model_validate(body)
         ap = apply_scenario(req)
         quick = rec.search(req, ap)
