@@ -305,6 +305,13 @@ class Advisor:
 
     def launch(self, model_id: str, dep: Deployment, settings: ResolvedSettings) -> Launch:
         """The command that starts ``dep`` with exactly the settings the prediction assumed."""
+        try:
+            return self.render_launch(model_id, dep, settings)
+        except LaunchError as exc:
+            return Launch(error=str(exc))
+
+    def render_launch(self, model_id: str, dep: Deployment, settings: ResolvedSettings) -> Launch:
+        """``launch``, raising its ``LaunchError`` (a ``CheckpointError`` when no checkpoint plan exists)."""
         a = dep.engine_args
         vllm = dep.engine == "vllm"
         spec = LaunchSpec(
@@ -315,10 +322,7 @@ class Advisor:
             gpu_memory_utilization=settings.memory_fraction if vllm else None,
             kv_cache_free_gpu_memory_fraction=None if vllm else settings.memory_fraction,
             enable_chunked_prefill=a.enable_chunked_prefill, enable_prefix_caching=a.enable_prefix_caching)
-        try:
-            out = render_launch(spec, self.catalog)
-        except LaunchError as exc:
-            return Launch(error=str(exc))
+        out = render_launch(spec, self.catalog)
         return Launch(command=out["command"], container=out["container"], args=out["args"], files=out["files"],
                       steps=out["steps"], replicas=out["replicas"], notes=out["notes"])
 

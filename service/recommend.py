@@ -37,6 +37,7 @@ from service.core.costmodel import (
     step_model,
 )
 from service.core.engine_defaults import is_current
+from service.core.launch import CheckpointError, LaunchError
 from service.schemas.predictions import (
     Cost,
     Deployment,
@@ -713,12 +714,13 @@ class Recommender:
         verifying = ap.percentile != "mean" and req.simulation.enabled
         dropped: list[str] = []
         tried = 0
+        no_checkpoint: dict[Any, str] = {}
         best = self.best_per_layout(s, feasible, ap.objective, offline)     # each layout's best, best first
         for i in best:
             if len(recs) == req.top_k or (verifying and tried == req.top_k + verify.MAX_EXTRA_CANDIDATES):
                 break
             tried += 1
-            launch = self._launch(req, s, int(i))
+            launch = self._launch(req, s, int(i), no_checkpoint)
             if launch.error:
                 skipped.setdefault(f"{s.layouts[int(s.layout[i])][0]} {s.layouts[int(s.layout[i])][3]}",
                                    launch.error)
@@ -822,16 +824,26 @@ class Recommender:
             launch=pred.launch or Launch(error="no launch: the deployment does not fit"),
             why=self._why(ap, dep, p, pred.cost, binding, headroom, rank, req))
 
-    def _launch(self, req: RecommendationRequest, s: Scored, i: int) -> Launch:
+    def _launch(self, req: RecommendationRequest, s: Scored, i: int, no_checkpoint: dict[Any, str]) -> Launch:
         """Candidate ``i``'s launch as its prediction renders it, checked before it is predicted (and
         simulated): one that cannot be launched as asked is passed over; one that can hands it on to the
-        prediction."""
+        prediction. ``no_checkpoint``: the request's engine version, weight dtype and KV dtype combinations
+        found to have no checkpoint plan (those fail on any GPU and layout: not rendered again)."""
         adv = self.advisor
         dep = self.deployment(s, i)
         settings, _ = adv.settings_for(dep, adv.gpus[dep.gpu], req.workload)
+        key = (dep.engine, settings.engine_version, dep.weight_dtype, dep.kv_dtype)
+        if key in no_checkpoint:
+            return Launch(error=no_checkpoint[key])
         # the name the prediction's launch serves the model by (a request names a model or gives a spec)
         name = req.model or (req.model_spec.name if req.model_spec else "")
-        return adv.launch(name, dep, settings)
+        try:
+            return adv.render_launch(name, dep, settings)
+        except CheckpointError as exc:
+            no_checkpoint[key] = str(exc)
+            return Launch(error=str(exc))
+        except LaunchError as exc:
+            return Launch(error=str(exc))
 
     @staticmethod
     def _why(ap: Applied, dep: Deployment, p: Predicted, cost: Cost, binding: str | None, headroom: dict[str, float],

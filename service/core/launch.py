@@ -107,6 +107,12 @@ class LaunchError(ValueError):
     """The deployment cannot be rendered: unknown engine version, unsupported combination, bad value."""
 
 
+class CheckpointError(LaunchError):
+    """No checkpoint plan for the weight dtype. The model, its ``checkpoint``, the engine version, the weight dtype
+    and the KV dtype (TensorRT-LLM's quantisation step takes it) decide it, whatever the GPU, parallelism and
+    settings."""
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     model_id: str            # HF repo id to serve (the user's name for it)
@@ -501,15 +507,15 @@ def _plan_checkpoint(ctx: _Context) -> _Checkpoint:
     carried = _checkpoint_weight_dtype(s.model_id, ctx.model)
     if w in ("fp16", "bf16"):
         if carried is not None:
-            raise LaunchError(f"{s.model_id} ships {carried} weights, not {w}; name a 16-bit checkpoint "
-                              f"in `checkpoint` or pick weight_dtype {carried}")
+            raise CheckpointError(f"{s.model_id} ships {carried} weights, not {w}; name a 16-bit checkpoint "
+                                  f"in `checkpoint` or pick weight_dtype {carried}")
         return _Checkpoint(served=s.model_id, local=False)
     if carried == w:
         return _Checkpoint(served=s.model_id, local=False, notes=[
             f"{s.model_id} is already a {ctx.weight.name} checkpoint: no quantisation step."])
     if carried is not None:
-        raise LaunchError(f"{s.model_id} already ships {carried} weights; re-quantising it to {w} is not "
-                          f"supported: name a {w} checkpoint in `checkpoint`")
+        raise CheckpointError(f"{s.model_id} already ships {carried} weights; re-quantising it to {w} is not "
+                              f"supported: name a {w} checkpoint in `checkpoint`")
     if s.engine == "vllm":
         return _plan_vllm_checkpoint(ctx)
     return _plan_trtllm_checkpoint(ctx)
@@ -626,8 +632,8 @@ def _plan_vllm_checkpoint(ctx: _Context) -> _Checkpoint:
     moe = bool(ctx.model and ctx.model.num_experts)
     recipe = _llmcompressor_recipe(w, moe)
     if recipe is None:
-        raise LaunchError(f"no quantisation recipe for {ctx.weight.name} with vLLM: name a {w} checkpoint "
-                          "in `checkpoint`")
+        raise CheckpointError(f"no quantisation recipe for {ctx.weight.name} with vLLM: name a {w} checkpoint "
+                              "in `checkpoint`")
     save_dir = _output_dir(s.model_id, w)
     script = f"quantize_{_CHECKPOINT_SUFFIX[w].replace('-', '_')}.py"
     return _Checkpoint(
@@ -649,15 +655,15 @@ def _plan_trtllm_checkpoint(ctx: _Context) -> _Checkpoint:
     s, w = ctx.spec, ctx.weight.id
     qformat = _MODELOPT_QFORMAT.get(w)
     if qformat is None:
-        raise LaunchError(f"no ModelOpt recipe for {ctx.weight.name} (hf_ptq.py has no such --qformat): name a "
-                          f"{w} checkpoint in `checkpoint`")
+        raise CheckpointError(f"no ModelOpt recipe for {ctx.weight.name} (hf_ptq.py has no such --qformat): name a "
+                              f"{w} checkpoint in `checkpoint`")
     ptq = ctx.vocab.raw.get("quantize", {}).get("modelopt_hf_ptq", {})
     choices = ptq.get("qformat", {}).get("choices", [])
     kv_qformat = "fp8" if ctx.kv.id == "fp8" else "none"
     kv_choices = ptq.get("kv_cache_qformat", {}).get("choices", [])
     if qformat not in choices or kv_qformat not in kv_choices:
-        raise LaunchError(f"ModelOpt hf_ptq.py in the {ctx.vocab.engine} {ctx.vocab.version} vocabulary lacks "
-                          f"--qformat {qformat} / --kv_cache_qformat {kv_qformat}")
+        raise CheckpointError(f"ModelOpt hf_ptq.py in the {ctx.vocab.engine} {ctx.vocab.version} vocabulary lacks "
+                              f"--qformat {qformat} / --kv_cache_qformat {kv_qformat}")
     save_dir = _output_dir(s.model_id, w)
     image = ctx.vocab.image or "nvcr.io/nvidia/tensorrt-llm/release"
     container = shlex.join(["docker", "run", "--rm", "-it", "--ipc=host", "--gpus", "all", "--ulimit",

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from gpu_catalog.loader import DATA_DIR, Catalog, load_catalog
-from service.core.launch import LaunchError, LaunchSpec, render_launch, vocabulary
+from service.core.launch import CheckpointError, LaunchError, LaunchSpec, render_launch, vocabulary
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden" / "launch"
 ENGINE_VERSIONS = [("vllm", "0.34.0"), ("vllm", "0.11.0"), ("trtllm", "1.2")]
@@ -483,3 +483,33 @@ def test_vocab_dir_override(tmp_path: Path, catalog: Catalog) -> None:
     assert render_launch(_spec(), catalog, vocab_dir=tmp_path)["args"][0] == "meta-llama/Llama-3.1-8B-Instruct"
     with pytest.raises(LaunchError, match="has no flag --max-model-len"):
         render_launch(_spec(max_model_len=8192), catalog, vocab_dir=tmp_path)
+
+
+@pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B-Instruct", "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b"])
+def test_no_checkpoint_plan_fails_alike_on_every_gpu_and_layout(model: str, catalog: Catalog) -> None:
+    # the recommender renders a CheckpointError once per engine version, weight dtype and KV dtype and passes
+    # over that combination's other layouts unrendered: such a combination must fail, with the same message,
+    # whatever the GPU, parallelism, replicas and settings
+    layouts = [{"gpu_id": g, "tp": tp, "replicas": r, "max_num_seqs": seqs}
+               for g, tp, r, seqs in itertools.product(["l4", "h100-sxm", "b200", "mi300x"], [1, 8], [1, 3],
+                                                       [None, 64])]
+    failing = 0
+    for engine, version in (("vllm", None), ("vllm", "0.11.0"), ("trtllm", None)):
+        for wd, kv in itertools.product([d.id for d in catalog.weight_dtypes], ["auto", "fp8"]):
+            messages: set[str] = set()
+            rendered = 0
+            for lay in layouts:
+                if engine == "trtllm" and lay["gpu_id"] == "mi300x":
+                    continue
+                try:
+                    render_launch(_spec(model_id=model, engine=engine, engine_version=version, weight_dtype=wd,
+                                        kv_dtype=kv, **lay), catalog)
+                    rendered += 1
+                except CheckpointError as exc:
+                    messages.add(str(exc))
+                except LaunchError:
+                    pass
+            if messages:
+                failing += 1
+                assert rendered == 0 and len(messages) == 1, (engine, version, wd, kv)
+    assert failing
