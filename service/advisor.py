@@ -23,10 +23,12 @@ from service.core.costmodel import (
     Candidates,
     Params,
     Result,
+    Static,
     Tables,
     build_tables,
     serve,
     static_terms,
+    take_rows,
 )
 from service.core.engine_defaults import EngineDefaults, is_current, resolve
 from service.core.launch import LaunchError, LaunchSpec, render_launch
@@ -58,6 +60,10 @@ def analytic_ttft_quantile_s(ttft_s: Any, fixed_s: Any, prefill_s: Any, q: float
     end and the prompt's own prefill) given an exponential tail. Floats or arrays."""
     wait_s = np.maximum(ttft_s - fixed_s - prefill_s, 0.0)
     return ttft_s - wait_s + wait_s * math.log(1.0 / (1.0 - q))
+
+
+# One deployment's analytic terms (one-row arrays) and its calibration segment key: ``Advisor.analyse``.
+Analysed = tuple[Static, Params, Result, tuple[str, str, str, str]]
 
 
 class InvalidRequest(ValueError):
@@ -267,33 +273,18 @@ class Advisor:
             held = self._params_held = (cal, row_of, np.concatenate([held[2], new]))
         return held[2][np.fromiter((row_of[w] for w in wanted), dtype=np.int64, count=len(wanted))]
 
-    def predict(self, req: PredictionRequest, launch: Launch | None = None) -> PredictionResponse:
+    def predict(self, req: PredictionRequest, launch: Launch | None = None,
+                analysed: Analysed | None = None) -> PredictionResponse:
         """``launch``: the deployment's launch when the caller has already rendered it (``self.launch`` of the
         same deployment and settings: the recommender checks it before predicting), so it is not rendered
-        twice."""
+        twice. ``analysed``: the deployment's analytic terms when the caller has them (``self.analyse`` of the
+        same model, workload and deployment, in a batch)."""
         model = self.model_for(req.model, req.model_spec)
         dep, wl = req.deployment, req.workload
         self.check_runnable(model, dep, wl, ["deployment"])
         gpu = self.gpus[dep.gpu]
-        settings, defaults = self.settings_for(dep, gpu, wl)
-        tables, m_idx = self.tables_for(model)
-        load = {"concurrency": float(wl.concurrency or 0), "request_rate": float(wl.request_rate or 0.0),
-                "offline": float(wl.num_requests or 0)}[wl.mode]
-        cand = Candidates(
-            model=np.asarray([m_idx]), gpu=np.asarray([self.index["gpu"][gpu.id]]),
-            wdtype=np.asarray([self.index["wdtype"][dep.weight_dtype]]),
-            kvdtype=np.asarray([self.index["kvdtype"][dep.kv_dtype]]), budget=np.asarray([defaults.budget]),
-            tp=np.asarray([float(dep.tp)]), pp=np.asarray([float(dep.pp)]), ep=np.asarray([float(dep.ep or 1)]),
-            replicas=np.asarray([float(dep.replicas)]), max_num_seqs=np.asarray([float(settings.max_num_seqs)]),
-            max_batched_tok=np.asarray([float(settings.max_num_batched_tokens)]),
-            mem_fraction=np.asarray([settings.memory_fraction]), input_tok=np.asarray([float(wl.input_tokens)]),
-            output_tok=np.asarray([float(wl.output_tokens)]), mode=np.asarray([MODES[wl.mode]]),
-            load=np.asarray([load]), context_tok=np.asarray([float(settings.max_model_len)]))
-        key = (calibration_engine(dep.engine, gpu.vendor), gpu.architecture, gpu.id, dep.weight_dtype)
-        current = is_current(dep.engine, settings.engine_version, self.constants)
-        params = self.params_for([key], [current])
-        static = static_terms(tables, cand)
-        res = serve(static, params)
+        settings, _ = self.settings_for(dep, gpu, wl)
+        static, params, res, key = analysed if analysed is not None else self.analyse(model, wl, [dep])[0]
         skip = skip_reason(dep, wl)
         sim = (simulate_deployment(static, params, dep, wl, req.simulation)
                if bool(res.fits[0]) and req.simulation.enabled and skip is None else None)
@@ -302,6 +293,42 @@ class Advisor:
         if skip and out.fits and req.simulation.enabled:
             out.notes.append(skip)
         return out
+
+    def analyse(self, model: ModelSpec, wl: Workload, deps: list[Deployment]) -> list[Analysed]:
+        """Static terms, fitted parameters and analytic serving figures of each deployment of ``model`` under
+        ``wl`` (one-row arrays each), computed for all of them at once."""
+        tables, m_idx = self.tables_for(model)
+        load = {"concurrency": float(wl.concurrency or 0), "request_rate": float(wl.request_rate or 0.0),
+                "offline": float(wl.num_requests or 0)}[wl.mode]
+        rows: list[tuple[float, ...]] = []
+        idx: list[tuple[int, int, int, int]] = []
+        keys: list[tuple[str, str, str, str]] = []
+        current: list[bool] = []
+        for dep in deps:
+            gpu = self.gpus[dep.gpu]
+            settings, defaults = self.settings_for(dep, gpu, wl)
+            idx.append((self.index["gpu"][gpu.id], self.index["wdtype"][dep.weight_dtype],
+                        self.index["kvdtype"][dep.kv_dtype], defaults.budget))
+            rows.append((float(dep.tp), float(dep.pp), float(dep.ep or 1), float(dep.replicas),
+                         float(settings.max_num_seqs), float(settings.max_num_batched_tokens),
+                         settings.memory_fraction, float(settings.max_model_len)))
+            keys.append((calibration_engine(dep.engine, gpu.vendor), gpu.architecture, gpu.id, dep.weight_dtype))
+            current.append(is_current(dep.engine, settings.engine_version, self.constants))
+        n = len(deps)
+        ix = np.asarray(idx, dtype=np.int64).reshape(n, 4).T
+        f = np.asarray(rows, dtype=np.float64).reshape(n, 8).T
+        cand = Candidates(
+            model=np.full(n, m_idx), gpu=ix[0], wdtype=ix[1], kvdtype=ix[2], budget=ix[3], tp=f[0], pp=f[1], ep=f[2],
+            replicas=f[3], max_num_seqs=f[4], max_batched_tok=f[5], mem_fraction=f[6],
+            input_tok=np.full(n, float(wl.input_tokens)), output_tok=np.full(n, float(wl.output_tokens)),
+            mode=np.full(n, MODES[wl.mode]), load=np.full(n, load), context_tok=f[7])
+        params = self.params_for(keys, current)
+        static = static_terms(tables, cand)
+        res = serve(static, params)
+        if n == 1:
+            return [(static, params, res, keys[0])]
+        return [(take_rows(static, one), take_rows(params, one), take_rows(res, one), keys[k])
+                for k in range(n) for one in [np.asarray([k])]]
 
     def launch(self, model_id: str, dep: Deployment, settings: ResolvedSettings) -> Launch:
         """The command that starts ``dep`` with exactly the settings the prediction assumed."""

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from gpu_catalog.schema import ModelSpec
 from service import verify
-from service.advisor import QUANTILES, Advisor, InvalidRequest, analytic_ttft_quantile_s
+from service.advisor import QUANTILES, Advisor, Analysed, InvalidRequest, analytic_ttft_quantile_s
 from service.core import search
 from service.core.calibration import calibration_engine
 from service.core.costmodel import (
@@ -716,7 +716,11 @@ class Recommender:
         tried = 0
         no_checkpoint: dict[Any, str] = {}
         best = self.best_per_layout(s, feasible, ap.objective, offline)     # each layout's best, best first
-        for i in best:
+        # the analytic terms of the candidates predicted, computed for a batch of the next ones at a time (as
+        # many as the answer may still try: one batch, mostly)
+        analysed: dict[int, Analysed] = {}
+        batch = req.top_k + verify.MAX_EXTRA_CANDIDATES
+        for pos, i in enumerate(best):
             if len(recs) == req.top_k or (verifying and tried == req.top_k + verify.MAX_EXTRA_CANDIDATES):
                 break
             tried += 1
@@ -725,7 +729,11 @@ class Recommender:
                 skipped.setdefault(f"{s.layouts[int(s.layout[i])][0]} {s.layouts[int(s.layout[i])][3]}",
                                    launch.error)
                 continue                        # not predicted (nor simulated): it would not be shown
-            rec = self._recommendation(req, ap, s, int(i), len(recs) + 1, launch)
+            if int(i) not in analysed:
+                ahead = [int(c) for c in best[pos:pos + batch]]
+                analysed.update(zip(ahead, adv.analyse(model, req.workload, [self.deployment(s, c) for c in ahead]),
+                                    strict=True))
+            rec = self._recommendation(req, ap, s, int(i), len(recs) + 1, launch, analysed[int(i)])
             if rec.launch.error:
                 skipped.setdefault(f"{rec.deployment.engine} {rec.deployment.weight_dtype}", rec.launch.error)
                 continue
@@ -795,15 +803,17 @@ class Recommender:
                           engine=e, engine_version=v, engine_args=args, multi_node=pp > 1)
 
     def _recommendation(self, req: RecommendationRequest, ap: Applied, s: Scored, i: int,
-                        rank: int, launch: Launch | None = None) -> Recommendation:
-        """Candidate ``i`` as predicted by ``Advisor.predict`` (``launch``: its launch, already rendered)."""
+                        rank: int, launch: Launch | None = None, analysed: Analysed | None = None) -> Recommendation:
+        """Candidate ``i`` as predicted by ``Advisor.predict`` (``launch``: its launch, already rendered;
+        ``analysed``: its analytic terms, already computed)."""
         adv = self.advisor
         dep = self.deployment(s, i)
         # the simulation verifies tails: with an SLA on means the percentile fields stay analytic (faster)
         opts = req.simulation_options
         sim = opts if ap.percentile != "mean" else opts.model_copy(update={"enabled": False})
         pred = adv.predict(PredictionRequest(model=req.model, model_spec=req.model_spec, deployment=dep,
-                                             workload=req.workload, simulation=sim), launch=launch)
+                                             workload=req.workload, simulation=sim), launch=launch,
+                           analysed=analysed)
         assert pred.predicted is not None
         p = pred.predicted
         values = verify.sla_values(p, ap.percentile)
