@@ -65,6 +65,17 @@ class Catalog:
     def _model_by_name(self) -> dict[str, ModelSpec]:
         return {n.lower(): m for m in self.models for n in (m.id, *m.aliases)}
 
+    @cached_property
+    def _support_levels(self) -> dict[tuple[str, str], dict[tuple[str, str], str]]:
+        out: dict[tuple[str, str], dict[tuple[str, str], str]] = {}
+        for r in self.support:
+            out.setdefault((r.engine, r.architecture), {})[(r.kind, r.dtype)] = r.level
+        return out
+
+    def support_levels(self, engine: str, architecture: str) -> dict[tuple[str, str], str]:
+        """What ``engine`` runs on ``architecture``: (kind, dtype) -> support level (read-only: shared)."""
+        return self._support_levels.get((engine, architecture), {})
+
     def resolve_model(self, name: str) -> ModelSpec | None:
         """The architecture an HF repo id (any case; base, instruct, chat or alias) names, if known."""
         return self._model_by_name.get(name.lower())

@@ -62,8 +62,25 @@ def analytic_ttft_quantile_s(ttft_s: Any, fixed_s: Any, prefill_s: Any, q: float
     return ttft_s - wait_s + wait_s * math.log(1.0 / (1.0 - q))
 
 
-# One deployment's analytic terms (one-row arrays) and its calibration segment key: ``Advisor.analyse``.
+# One deployment's analytic terms (one-row arrays) and its calibration segment key: ``Analyses.row``.
 Analysed = tuple[Static, Params, Result, tuple[str, str, str, str]]
+
+
+@dataclass
+class Analyses:
+    """``Advisor.analyse``'s answer: the analytic terms of several deployments, a row each."""
+
+    static: Static
+    params: Params
+    res: Result
+    keys: list[tuple[str, str, str, str]]
+
+    def row(self, k: int) -> Analysed:
+        """Deployment ``k``'s terms as one-row arrays (taken when asked for: a batch is seldom all used)."""
+        if len(self.keys) == 1:
+            return self.static, self.params, self.res, self.keys[0]
+        one = np.asarray([k])
+        return take_rows(self.static, one), take_rows(self.params, one), take_rows(self.res, one), self.keys[k]
 
 
 class InvalidRequest(ValueError):
@@ -284,7 +301,7 @@ class Advisor:
         self.check_runnable(model, dep, wl, ["deployment"])
         gpu = self.gpus[dep.gpu]
         settings, _ = self.settings_for(dep, gpu, wl)
-        static, params, res, key = analysed if analysed is not None else self.analyse(model, wl, [dep])[0]
+        static, params, res, key = analysed if analysed is not None else self.analyse(model, wl, [dep]).row(0)
         skip = skip_reason(dep, wl)
         sim = (simulate_deployment(static, params, dep, wl, req.simulation)
                if bool(res.fits[0]) and req.simulation.enabled and skip is None else None)
@@ -294,9 +311,9 @@ class Advisor:
             out.notes.append(skip)
         return out
 
-    def analyse(self, model: ModelSpec, wl: Workload, deps: list[Deployment]) -> list[Analysed]:
+    def analyse(self, model: ModelSpec, wl: Workload, deps: list[Deployment]) -> Analyses:
         """Static terms, fitted parameters and analytic serving figures of each deployment of ``model`` under
-        ``wl`` (one-row arrays each), computed for all of them at once."""
+        ``wl``, computed for all of them at once."""
         tables, m_idx = self.tables_for(model)
         load = {"concurrency": float(wl.concurrency or 0), "request_rate": float(wl.request_rate or 0.0),
                 "offline": float(wl.num_requests or 0)}[wl.mode]
@@ -324,11 +341,7 @@ class Advisor:
             mode=np.full(n, MODES[wl.mode]), load=np.full(n, load), context_tok=f[7])
         params = self.params_for(keys, current)
         static = static_terms(tables, cand)
-        res = serve(static, params)
-        if n == 1:
-            return [(static, params, res, keys[0])]
-        return [(take_rows(static, one), take_rows(params, one), take_rows(res, one), keys[k])
-                for k in range(n) for one in [np.asarray([k])]]
+        return Analyses(static, params, serve(static, params), keys)
 
     def launch(self, model_id: str, dep: Deployment, settings: ResolvedSettings) -> Launch:
         """The command that starts ``dep`` with exactly the settings the prediction assumed."""

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from gpu_catalog.schema import ModelSpec
 from service import verify
-from service.advisor import QUANTILES, Advisor, Analysed, InvalidRequest, analytic_ttft_quantile_s
+from service.advisor import QUANTILES, Advisor, Analysed, Analyses, InvalidRequest, analytic_ttft_quantile_s
 from service.core import search
 from service.core.calibration import calibration_engine
 from service.core.costmodel import (
@@ -185,9 +185,10 @@ class Solves:
 
     @classmethod
     def empty(cls, units: int) -> Solves:
+        """Nothing solved yet: the figures are read only where ``done`` (left unset: they run to megabytes)."""
         n = units * len(REPLICA_GRID)
-        return cls(units=units, done=np.zeros(n, dtype=bool), ttft_s=np.zeros(n), tpot_s=np.zeros(n),
-                   out_tok_s=np.zeros(n), overloaded=np.zeros(n, dtype=bool))
+        return cls(units=units, done=np.zeros(n, dtype=bool), ttft_s=np.empty(n), tpot_s=np.empty(n),
+                   out_tok_s=np.empty(n), overloaded=np.empty(n, dtype=bool))
 
     def at(self, u: NDArray[np.int64], j: NDArray[np.int64]) -> NDArray[np.int64]:
         """Flat index of units ``u`` at options ``j``."""
@@ -718,7 +719,7 @@ class Recommender:
         best = self.best_per_layout(s, feasible, ap.objective, offline)     # each layout's best, best first
         # the analytic terms of the candidates predicted, computed for a batch of the next ones at a time (as
         # many as the answer may still try: one batch, mostly)
-        analysed: dict[int, Analysed] = {}
+        analysed: dict[int, tuple[Analyses, int]] = {}
         batch = req.top_k + verify.MAX_EXTRA_CANDIDATES
         for pos, i in enumerate(best):
             if len(recs) == req.top_k or (verifying and tried == req.top_k + verify.MAX_EXTRA_CANDIDATES):
@@ -731,9 +732,10 @@ class Recommender:
                 continue                        # not predicted (nor simulated): it would not be shown
             if int(i) not in analysed:
                 ahead = [int(c) for c in best[pos:pos + batch]]
-                analysed.update(zip(ahead, adv.analyse(model, req.workload, [self.deployment(s, c) for c in ahead]),
-                                    strict=True))
-            rec = self._recommendation(req, ap, s, int(i), len(recs) + 1, launch, analysed[int(i)])
+                terms = adv.analyse(model, req.workload, [self.deployment(s, c) for c in ahead])
+                analysed.update((c, (terms, k)) for k, c in enumerate(ahead))
+            terms, k = analysed[int(i)]
+            rec = self._recommendation(req, ap, s, int(i), len(recs) + 1, launch, terms.row(k))
             if rec.launch.error:
                 skipped.setdefault(f"{rec.deployment.engine} {rec.deployment.weight_dtype}", rec.launch.error)
                 continue

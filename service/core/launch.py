@@ -360,8 +360,7 @@ def _resolve(spec: LaunchSpec, catalog: Catalog, vocab_dir: Path | None) -> _Con
     if gpu.vendor not in engine.vendors:
         raise LaunchError(f"{engine.name} does not run on {gpu.vendor.upper()} GPUs ({gpu.name}); "
                           f"it runs on: {', '.join(engine.vendors)}")
-    supported = {(r.kind, r.dtype): r.level for r in catalog.support
-                 if r.engine == engine.id and r.architecture == gpu.architecture}
+    supported = catalog.support_levels(engine.id, gpu.architecture)
     for kind, dtype in (("weight", weight.id), ("kv", kv.id)):
         if (kind, dtype) not in supported:
             raise LaunchError(f"{engine.name} does not run {kind} dtype '{dtype}' on {gpu.architecture} "
@@ -942,9 +941,7 @@ def render_launch(spec: LaunchSpec, catalog: Catalog, vocab_dir: Path | None = N
     _check_model_fit(ctx)
     notes: list[str] = list(ckpt.notes)
     files = dict(ckpt.files)
-    fallback = {r.dtype for r in catalog.support if r.engine == ctx.engine.id and r.kind == "weight"
-                and r.architecture == ctx.gpu.architecture and r.level == "fallback"}
-    if ctx.weight.id in fallback:
+    if catalog.support_levels(ctx.engine.id, ctx.gpu.architecture).get(("weight", ctx.weight.id)) == "fallback":
         notes.append(f"{ctx.weight.name} runs in fallback kernels on {ctx.gpu.architecture} (weight-only, "
                      f"{ctx.weight.fallback_compute} GEMMs): memory savings without the compute speed-up.")
     if ctx.model is None:
