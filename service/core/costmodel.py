@@ -580,8 +580,7 @@ class StepModel:
 
     def one(self, i: int) -> StepModel:
         """Candidate ``i`` alone: its Static as one-row arrays, every other field a float."""
-        idx = np.asarray([i])
-        out: dict[str, Any] = {"s": take_rows(self.s, idx)}
+        out: dict[str, Any] = {"s": self.s if len(self.s.isl) == 1 else take_rows(self.s, np.asarray([i]))}
         for f in fields(self):
             if f.name != "s":
                 v = getattr(self, f.name)

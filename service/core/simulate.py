@@ -137,8 +137,9 @@ def replica(static: Static, params: Params, i: int, *, chunked_prefill: bool = T
             reserve_full: bool = False) -> Replica:
     """Candidate ``i`` of ``static`` under ``params`` (per-candidate arrays or scalars) as a simulated replica."""
     idx = np.asarray([i])
-    s = take_rows(static, idx)
-    p = Params(*(np.atleast_1d(np.asarray(v, dtype=np.float64))[idx if np.ndim(v) else [0]]
+    alone = len(static.isl) == 1          # already one candidate's (Advisor.predict's): taken as it is
+    s = static if alone else take_rows(static, idx)
+    p = Params(*(np.atleast_1d(np.asarray(v, dtype=np.float64))[idx if np.ndim(v) and not alone else [0]]
                  for v in (getattr(params, f) for f in Params.__dataclass_fields__)))
     sm = step_model(s, p)
     ctx_mean_tok = float(s.isl[0] + s.osl[0] / 2.0)
@@ -177,7 +178,9 @@ class Stat:
             return cls(math.nan, math.nan, math.nan, math.nan, math.nan)
         if weights is None:
             return cls(float(np.mean(x)), *_linear_quantiles(x))
-        order = np.argsort(x, kind="stable")
+        # any order of equal values gives the same quantiles (a run of equal values ends at the same
+        # cumulative weight whatever its order) and the mean is order-free: no stable sort needed
+        order = np.argsort(x)
         xs, cw = x[order], np.cumsum(weights[order])
         at = np.searchsorted(cw, np.asarray(list(QUANTILES.values())) * cw[-1], side="left")
         q = xs[np.minimum(at, len(xs) - 1)]

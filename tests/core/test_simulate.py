@@ -33,6 +33,7 @@ from service.core.simulate import (
     Load,
     Replica,
     SimResult,
+    Stat,
     _linear_quantiles,
     decode_table,
     replica,
@@ -294,6 +295,19 @@ def test_lengths_follow_the_requested_distribution() -> None:
 def test_quantiles_are_numpys_linear_percentiles(x: list[float]) -> None:
     want = np.percentile(np.asarray(x), [100 * q for q in QUANTILES.values()])
     assert np.allclose(_linear_quantiles(np.asarray(x)), want, rtol=1e-12, atol=0)
+
+
+@given(x=st.lists(st.integers(1, 6), min_size=1, max_size=300), seed=st.integers(0, 99))
+def test_weighted_quantiles_are_the_inverse_of_the_cumulative_weight(x: list[int], seed: int) -> None:
+    # many equal values with unequal weights (the inter-token gaps): each quantile is the least value whose
+    # cumulative weight reaches that share of the total, whatever order equal values are sorted in
+    v = np.asarray(x, dtype=np.float64)
+    w = np.random.default_rng(seed).integers(1, 50, len(v)).astype(np.float64)
+    got = Stat.of(v, w)
+    for q, name in zip(QUANTILES.values(), ("p50", "p90", "p95", "p99"), strict=True):
+        want = min(u for u in np.unique(v) if w[v <= u].sum() >= q * w.sum())
+        assert getattr(got, name) == want, name
+    assert got.mean == pytest.approx(float(np.average(v, weights=w)), rel=1e-12)
 
 
 def test_the_event_loop_is_compiled_once() -> None:
