@@ -38,19 +38,24 @@ def first_per_group(order: NDArray[np.int64], group: NDArray[Any]) -> NDArray[np
 
 def best_per_group(group: NDArray[Any], primary: F, secondary: F, tertiary: F | None = None) -> NDArray[np.int64]:
     """``first_per_group(rank_order(primary, secondary, tertiary), group)`` without sorting every row: a
-    group's first row in that order has the group's least primary key, so only the rows that tie their
-    group's least are sorted (NaN counts as worst, as in ``rank_order``)."""
+    group's first row in that order has the group's least primary key, of those the least secondary key, and
+    so on, so only the rows that tie their group's least keys are sorted (NaN counts as worst, as in
+    ``rank_order``; of rows equal on every key, the first, as ``rank_order``'s stable sort keeps them)."""
     if not len(group):
         return np.zeros(0, dtype=np.int64)
-    key = np.nan_to_num(primary, nan=np.inf)
     if group.dtype.kind in "iu" and group.min() >= 0 and group.max() <= DENSE_GROUPS_PER_ROW * len(group):
         of, n_groups = group, int(group.max()) + 1          # small non-negative ids (layout indices): as they are
     else:
         ids, of = np.unique(group, return_inverse=True)
         n_groups = len(ids)
-    least = np.full(n_groups, np.inf)
-    np.minimum.at(least, of, key)
-    keep = np.flatnonzero(key == least[of])
+    keep = np.arange(len(group))
+    for key in (primary, secondary, tertiary):
+        if key is None:
+            continue
+        k = np.nan_to_num(key[keep], nan=np.inf)
+        least = np.full(n_groups, np.inf)
+        np.minimum.at(least, of[keep], k)
+        keep = keep[k == least[of[keep]]]
     order = keep[rank_order(primary[keep], secondary[keep], None if tertiary is None else tertiary[keep])]
     return first_per_group(order, group)
 
