@@ -3,8 +3,9 @@ WORKDIR /app
 COPY . /app
 # Editable install: the Alembic migrations are read from /app/migrations at start-up.
 RUN pip install --no-cache-dir -e .
-# Compile the numba kernels (serving solve, scheduler simulation) into their on-disk cache now, not at start-up.
-RUN python -c "from service.core import costmodel, scheduler; costmodel.warm_up(); scheduler.warm_up()"
+# Compile the numba kernels (serving solve, scheduler simulation, Pareto sweep) into their on-disk cache now,
+# not at start-up.
+RUN python -c "from service.core import costmodel, scheduler, search; costmodel.warm_up(); scheduler.warm_up(); search.warm_up()"
 ENV DATABASE_URL=sqlite:////data/llm_deploy_advisor.db
 VOLUME ["/data"]
 EXPOSE 8000

@@ -23,7 +23,7 @@ from service.calibrate import (
     start_cross_validation,
     state_from_row,
 )
-from service.core import costmodel, scheduler
+from service.core import costmodel, scheduler, search
 from service.core.calibration import data_fingerprint
 from service.core.costmodel import build_tables
 from service.db import migrate
@@ -144,7 +144,7 @@ def build_state(settings: Settings) -> AppState:
         catalog = read_catalog(session)
     constants = load_cost_constants()
     advisor = ensure_calibration(engine, sessions, catalog, constants, settings)
-    log.info("compiled kernels ready in %.2f s", costmodel.warm_up() + scheduler.warm_up())
+    log.info("compiled kernels ready in %.2f s", costmodel.warm_up() + scheduler.warm_up() + search.warm_up())
     state = AppState(settings=settings, engine=engine, sessions=sessions, catalog=catalog, constants=constants,
                      advisor=advisor)
     state.startup_s = time.perf_counter() - t0

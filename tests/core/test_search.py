@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from service.core.search import best_per_group, first_per_group, pareto_front, rank_order
+from service.core.search import _sweep, best_per_group, first_per_group, pareto_front, rank_order, warm_up
 from service.recommend import Layouts
 
 
@@ -105,3 +105,11 @@ def test_best_per_group_is_the_first_of_each_group_in_the_full_ranking(seed: int
         tertiary = keys[2] if rng.random() < 0.7 else None
         want = first_per_group(rank_order(keys[0], keys[1], tertiary), group)
         assert np.array_equal(best_per_group(group, keys[0], keys[1], tertiary), want)
+
+
+def test_the_pareto_sweep_is_compiled_once() -> None:
+    # another argument type (a non-contiguous or read-only matrix) would compile the sweep again in a request
+    warm_up()
+    for n in (0, 1, 50):
+        pareto_front(np.random.default_rng(n).random((n, 4)))
+    assert len(_sweep.signatures) == 1
