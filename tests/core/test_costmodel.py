@@ -244,6 +244,7 @@ def test_the_compiled_serving_solve_gives_the_interpreted_ones_figures(d: dict[s
     compiled = run(c)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(costmodel, "_serve_kernel", _serve_kernel.py_func)
+        m.setattr(costmodel, "_root_block", costmodel._root_block.py_func)
         interpreted = run(c)
     for f in fields(Result):
         assert np.array_equal(getattr(compiled, f.name), getattr(interpreted, f.name), equal_nan=True), f.name
