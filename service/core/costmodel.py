@@ -751,17 +751,31 @@ def _carried_prefill_f(batch: float, tokens: float, compute_s: float, pp: float,
 
 
 @njit(cache=True, error_model="numpy")
+def _expert_read_f(b: float, expert_s: float, log_miss: float, moe: bool) -> float:
+    """Time to read the routed experts a micro-batch of ``b`` tokens touches (MoE; 0 for a dense model)."""
+    # expected share of experts the batch routes to: 1 - P(an expert is missed by all b tokens)
+    return expert_s * -math.expm1(b * log_miss) if moe else 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def _decode_step_at_f(b: float, pp: float, dense_s: float, expert_read_s: float, seq_s: float, flop_s_seq: float,
+                      comm_fixed_s: float, comm_seq_s: float, step_fixed_s: float) -> tuple[float, float]:
+    """``_decode_step_f`` given the micro-batch per stage ``b`` and its expert reads (the root finding computes
+    those apart, so that the rest runs on several candidates at once)."""
+    t_mem = dense_s + b * seq_s + expert_read_s
+    t_cmp = b * flop_s_seq
+    stage = _smooth_max_f(t_mem, t_cmp) + comm_fixed_s + b * comm_seq_s
+    return pp * stage + step_fixed_s, t_cmp / (t_cmp + t_mem)
+
+
+@njit(cache=True, error_model="numpy")
 def _decode_step_f(batch: float, pp: float, dense_s: float, expert_s: float, log_miss: float, moe: bool,
                    seq_s: float, flop_s_seq: float, comm_fixed_s: float, comm_seq_s: float,
                    step_fixed_s: float) -> tuple[float, float]:
     """``StepModel.decode_step`` of one candidate at the workload's mean context (tests check they agree)."""
     b = max(batch / pp, 1e-9)
-    t_mem = dense_s + b * seq_s
-    if moe:
-        t_mem = t_mem + expert_s * -math.expm1(b * log_miss)
-    t_cmp = b * flop_s_seq
-    stage = _smooth_max_f(t_mem, t_cmp) + comm_fixed_s + b * comm_seq_s
-    return pp * stage + step_fixed_s, t_cmp / (t_cmp + t_mem)
+    return _decode_step_at_f(b, pp, dense_s, _expert_read_f(b, expert_s, log_miss, moe), seq_s, flop_s_seq,
+                             comm_fixed_s, comm_seq_s, step_fixed_s)
 
 
 # Rows of the root finding's working block (w[row * _ROOT_BLOCK + k] for its candidate k): one array with rows
@@ -806,25 +820,20 @@ def _root_block(w: F, closed: bool, any_moe: bool) -> None:
                 xb = hi - f_hi * width / (denom if denom > 0 else 1.0)
                 xb = xb if denom > 0 else lo + 0.5 * width
                 w[_W_XB * rb + k] = min(max(xb, lo), hi)
-        for k in range(rb):
+        for k in range(rb):         # _decode_step_f's micro-batch per stage, of batch b1
             b1 = max(w[_W_XB * rb + k], 1.0)
             w[_W_B1 * rb + k] = b1
             w[_W_B * rb + k] = max(b1 / w[_W_PP * rb + k], 1e-9)
-        if any_moe:
+        if any_moe:                 # (calls expm1: a loop of its own; a dense block's expert reads stay 0)
             for k in range(rb):
-                if w[_W_MOE * rb + k] > 0.0:
-                    w[_W_EXPERT_TERM * rb + k] = w[_W_EXPERT * rb + k] * -math.expm1(
-                        w[_W_B * rb + k] * w[_W_LOG_MISS * rb + k])
+                w[_W_EXPERT_TERM * rb + k] = _expert_read_f(w[_W_B * rb + k], w[_W_EXPERT * rb + k],
+                                                            w[_W_LOG_MISS * rb + k], w[_W_MOE * rb + k] > 0.0)
         for k in range(rb):
             xb = w[_W_XB * rb + k]
             b1 = w[_W_B1 * rb + k]
-            b = w[_W_B * rb + k]
-            # _decode_step_f(b1, ...) (the expert term computed above; 0 for a dense model, which adds nothing)
-            t_mem = w[_W_DENSE * rb + k] + b * w[_W_SEQ * rb + k]
-            t_mem = t_mem + w[_W_EXPERT_TERM * rb + k]
-            t_cmp = b * w[_W_FLOP_SEQ * rb + k]
-            stage = _smooth_max_f(t_mem, t_cmp) + w[_W_COMM_FIXED * rb + k] + b * w[_W_COMM_SEQ * rb + k]
-            st_b = w[_W_PP * rb + k] * stage + w[_W_STEP_FIXED * rb + k]
+            st_b, _ = _decode_step_at_f(w[_W_B * rb + k], w[_W_PP * rb + k], w[_W_DENSE * rb + k],
+                                        w[_W_EXPERT_TERM * rb + k], w[_W_SEQ * rb + k], w[_W_FLOP_SEQ * rb + k],
+                                        w[_W_COMM_FIXED * rb + k], w[_W_COMM_SEQ * rb + k], w[_W_STEP_FIXED * rb + k])
             c_pre = w[_W_C_PREFILL * rb + k]
             tp_b = st_b + b1 * w[_W_IO * rb + k] * c_pre
             x_b = xb / (w[_W_DEC_STEPS * rb + k] * tp_b)
