@@ -491,38 +491,46 @@ class Recommender:
         idx = adv.index
         heads, kv_heads = model.num_attention_heads, model.num_kv_heads
         layouts = Layouts()
-        segments: dict[tuple[str, str, str, str], int] = {}     # (engine, version, GPU, weight dtype) -> row
+        # per block's weight dtype, in order: its calibration segment (engine, version, GPU, weight dtype)
+        segments: list[tuple[str, str, str, str]] = []
         # per block: its GPU, its sizes (weight dtypes, KV dtypes, pairs) and where its own lists start in these
         blocks: list[tuple[int, int, int, int, int, int, int]] = []
         w_idx: list[int] = []
-        w_seg: list[int] = []
         k_idx: list[int] = []
         tp_pp: list[tuple[int, int]] = []
         block_settings: list[tuple[float, float, float, int]] = []   # default seqs, tokens, fraction, budget
         block_price: list[float] = []
+        # what an engine runs on a GPU architecture, and the TP/PP pairs of a node size: the same for many GPUs
+        by_arch: dict[tuple[str, str], tuple[list[str], list[str], list[int], list[int]]] = {}
+        by_node: dict[int, list[tuple[int, int]]] = {}
         for e, v in versions.items():
             for g in gpus:
                 gpu = adv.gpus[g]
                 if gpu.vendor not in adv.engines[e].vendors:
                     continue
                 arch = gpu.architecture
-                ok_w = [w for w in wds if (e, "weight", w, arch) in adv.support]
-                ok_k = [k for k in kvs if (e, "kv", k, arch) in adv.support]
+                if (e, arch) not in by_arch:
+                    ok_w = [w for w in wds if (e, "weight", w, arch) in adv.support]
+                    ok_k = [k for k in kvs if (e, "kv", k, arch) in adv.support]
+                    by_arch[(e, arch)] = (ok_w, ok_k, [idx["wdtype"][w] for w in ok_w],
+                                          [idx["kvdtype"][k] for k in ok_k])
+                ok_w, ok_k, ok_w_idx, ok_k_idx = by_arch[(e, arch)]
                 per_node = gpu.max_gpus_per_node
-                tps = [t for t in TP_GRID if t <= min(per_node, max_gpus) and heads % t == 0
-                       and (t <= kv_heads or t % kv_heads == 0)]
-                pairs = [(t, 1) for t in tps]
-                if multi_node and tps:
-                    top = tps[-1]
-                    pairs += [(top, p) for p in PP_GRID_MULTI_NODE if top * p <= max_gpus and p <= model.num_layers]
+                if per_node not in by_node:
+                    tps = [t for t in TP_GRID if t <= min(per_node, max_gpus) and heads % t == 0
+                           and (t <= kv_heads or t % kv_heads == 0)]
+                    by_node[per_node] = [(t, 1) for t in tps] + (
+                        [(tps[-1], p) for p in PP_GRID_MULTI_NODE if tps[-1] * p <= max_gpus and p <= model.num_layers]
+                        if multi_node and tps else [])
+                pairs = by_node[per_node]
                 if not (ok_w and ok_k and pairs):
                     continue
                 # the block in the order weight dtype, KV dtype, TP/PP pair (the last varies fastest)
                 layouts.add(e, v, g, ok_w, ok_k, pairs)
                 blocks.append((idx["gpu"][g], len(ok_w), len(ok_k), len(pairs), len(w_idx), len(k_idx), len(tp_pp)))
-                w_idx += [idx["wdtype"][w] for w in ok_w]
-                w_seg += [segments.setdefault((e, v, g, w), len(segments)) for w in ok_w]
-                k_idx += [idx["kvdtype"][k] for k in ok_k]
+                w_idx += ok_w_idx
+                segments += [(e, v, g, w) for w in ok_w]
+                k_idx += ok_k_idx
                 tp_pp += pairs
                 d = self.advisor.defaults(e, v, gpu)
                 block_settings.append((float(d.max_num_seqs), float(d.max_num_batched_tokens), d.mem_fraction,
@@ -545,7 +553,7 @@ class Recommender:
                         pairs_arr[pair_at, 0], pairs_arr[pair_at, 1]], axis=1)
         dset = np.repeat(np.asarray(block_settings, dtype=np.float64), sizes, axis=0)
         price = np.repeat(np.asarray(block_price, dtype=np.float64), sizes)
-        lay_params = self._segment_params(list(segments))[np.asarray(w_seg, dtype=np.int64)[w_at]]
+        lay_params = self._segment_params(segments)[w_at]
         # settings grid per layout: the engine default and the grid values
         seq_opts = [dset[:, 0]] + [np.full(L, float(v)) for v in MAX_NUM_SEQS_GRID]
         tok_opts = [dset[:, 1]] + [np.full(L, float(v)) for v in MAX_BATCHED_TOKENS_GRID]
