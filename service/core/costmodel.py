@@ -778,6 +778,15 @@ def _decode_step_f(batch: float, pp: float, dense_s: float, expert_s: float, log
                              comm_fixed_s, comm_seq_s, step_fixed_s)
 
 
+@njit(cache=True, error_model="numpy")
+def _falsi_point_f(hi: float, lo: float, f_hi: float, f_lo: float) -> tuple[float, bool, float]:
+    """Regula falsi on the bracket [lo, hi]: where its secant crosses zero, whether there is a secant (the
+    excess rises across the bracket), and the bracket's width."""
+    width = hi - lo
+    denom = f_hi - f_lo
+    return hi - f_hi * width / (denom if denom > 0 else 1.0), denom > 0, width
+
+
 # Rows of the root finding's working block (w[row * _ROOT_BLOCK + k] for its candidate k): one array with rows
 # at constant offsets, so that the compiler can tell the rows apart and run each step on several candidates
 # at once (SIMD).
@@ -799,27 +808,17 @@ def _root_block(w: F, closed: bool, any_moe: bool) -> None:
                 w[_W_XB * rb + k] = w[_W_HI * rb + k]
         elif it == _ROOT_STEPS + 1:
             for k in range(rb):
-                hi = w[_W_HI * rb + k]
-                lo = w[_W_LO * rb + k]
-                f_hi = w[_W_F_HI * rb + k]
-                width = hi - lo
-                denom = f_hi - w[_W_F_LO * rb + k]
-                xb = hi - f_hi * width / (denom if denom > 0 else 1.0)
-                xb = xb if denom > 0 else hi
-                out = min(max(xb, lo), hi)
+                hi, lo, f_hi = w[_W_HI * rb + k], w[_W_LO * rb + k], w[_W_F_HI * rb + k]
+                xb, secant, _ = _falsi_point_f(hi, lo, f_hi, w[_W_F_LO * rb + k])
+                out = min(max(xb if secant else hi, lo), hi)
                 out = out if f_hi > 0 else hi
                 w[_W_OUT * rb + k] = out if w[_W_F0 * rb + k] > 0.0 else hi
             return
         else:
             for k in range(rb):
-                hi = w[_W_HI * rb + k]
-                lo = w[_W_LO * rb + k]
-                f_hi = w[_W_F_HI * rb + k]
-                width = hi - lo
-                denom = f_hi - w[_W_F_LO * rb + k]
-                xb = hi - f_hi * width / (denom if denom > 0 else 1.0)
-                xb = xb if denom > 0 else lo + 0.5 * width
-                w[_W_XB * rb + k] = min(max(xb, lo), hi)
+                hi, lo = w[_W_HI * rb + k], w[_W_LO * rb + k]
+                xb, secant, width = _falsi_point_f(hi, lo, w[_W_F_HI * rb + k], w[_W_F_LO * rb + k])
+                w[_W_XB * rb + k] = min(max(xb if secant else lo + 0.5 * width, lo), hi)
         for k in range(rb):         # _decode_step_f's micro-batch per stage, of batch b1
             b1 = max(w[_W_XB * rb + k], 1.0)
             w[_W_B1 * rb + k] = b1
