@@ -43,6 +43,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -682,10 +683,34 @@ class ServeInputs:
         return tuple(np.concatenate([d[k] for d in done]) for k in range(len(first)))  # type: ignore[return-value]
 
 
+def cgroup_cpus(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """The CPUs the process's control group allows (a container's CPU limit), when it sets one: cgroup v2's
+    ``cpu.max`` ("quota period", or "max" for none), else v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``
+    (-1 for none). A container sees every core of its host, but may run on only as many as its limit."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+
+
+def usable_cores() -> int:
+    """Cores the process may run on: its CPU affinity, within its control group's CPU limit."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limit = cgroup_cpus()
+    return max(1, min(cores, int(limit)) if limit else cores)
+
+
 # Serving solves of at least twice this many candidates are split over the cores the process may run on: a
 # part of ~1000 candidates takes ~0.5 ms, well above the ~50 us of handing it to a thread.
 _SPLIT_MIN_CANDIDATES = 1024
-_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+_CORES = usable_cores()
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
 
