@@ -12,9 +12,9 @@ candidate probed twice is solved once. The answer's deployments are then re-pred
 
 from __future__ import annotations
 
-import bisect
 import math
 import time
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,7 +135,7 @@ class Layouts:
     def __getitem__(self, i: int) -> Layout:
         if not 0 <= i < self.n:
             raise IndexError(i)
-        b = bisect.bisect_right(self.starts, i) - 1
+        b = bisect_right(self.starts, i) - 1
         e, v, g, wds, kvs, pairs = self.blocks[b]
         r = i - self.starts[b]
         tp, pp = pairs[r % len(pairs)]
@@ -349,6 +349,19 @@ class Recommender:
             if limit_ms is not None:
                 within_floor &= floor_s * MS_PER_S <= limit_ms
 
+        def solve(u: NDArray[np.int64], j: NDArray[np.int64], sel: NDArray[np.int64]) -> NDArray[np.int64]:
+            """Units ``u`` at options ``j`` are scored, those at ``sel`` solved: counted (each distinct
+            candidate once) and solved where not yet; their flat indices in ``solved``."""
+            cand = solved.at(u, j)
+            first_time = ~probed[cand]
+            probed[cand] = True
+            counts["scored"] += int(first_time.sum())
+            counts["solved"] += int(first_time[sel].sum())
+            at = cand[sel]
+            if len(at):
+                self._solve(un, solved, at, load, q)
+            return at
+
         def score(u: NDArray[np.int64], j: NDArray[np.int64], skip_by_floor: bool) -> Scored:
             """The units ``u`` at ``REPLICA_GRID[j]`` replicas each, through the cost model."""
             li_c, seqs_c, toks_c, reps = li_s[u], un.seqs[u], un.toks[u], reps_grid[j]
@@ -357,20 +370,13 @@ class Recommender:
             ttft, tpot, fits = un.ttft_lb_s[u], un.tpot_lb_s[u], un.fits[u]
             out_tok_s, overloaded = np.zeros(n), np.zeros(n, dtype=bool)
             sel = np.flatnonzero(within_floor[u] if skip_by_floor else fits)
-            cand = solved.at(u, j)                      # flat candidate index
-            if len(sel):
-                at = cand[sel]
-                self._solve(un, solved, at, load, q)
-                ttft[sel], tpot[sel] = solved.ttft_s[at], solved.tpot_s[at]
-                out_tok_s[sel], overloaded[sel] = solved.out_tok_s[at], solved.overloaded[at]
+            at = solve(u, j, sel)
+            ttft[sel], tpot[sel] = solved.ttft_s[at], solved.tpot_s[at]
+            out_tok_s[sel], overloaded[sel] = solved.out_tok_s[at], solved.overloaded[at]
             n_gpus = per_layout_gpus[li_c] * reps
             usd_h = price[li_c] * n_gpus
             with np.errstate(divide="ignore", invalid="ignore"):
                 usd_m = usd_h / (out_tok_s * S_PER_HOUR) * TOKENS_PER_MILLION
-            first_time = ~probed[cand]
-            probed[cand] = True
-            counts["scored"] += int(first_time.sum())
-            counts["solved"] += int(first_time[sel].sum())
             return Scored(
                 context_tok=wl.context_tokens, layout=li_c, layouts=layouts, replicas=reps, seqs=seqs_c, tokens=toks_c,
                 frac=un.dset[li_c, 2], n_gpus=n_gpus, usd_h=usd_h, fits=fits,
@@ -422,18 +428,11 @@ class Recommender:
             verdict on every bound that more replicas can only help (memory, capacity, the SLA; not the
             budget), as ``violations`` of ``score(u, j, skip_by_floor=True)`` would give it without the rest of
             the scoring (a candidate outside its floors fails: memory, or a bound its floor already breaks)."""
-            cand = solved.at(u, j)
             sel = np.flatnonzero(within_floor[u])
-            first_time = ~probed[cand]
-            probed[cand] = True
-            counts["scored"] += int(first_time.sum())
-            counts["solved"] += int(first_time[sel].sum())
+            at = solve(u, j, sel)
             ok = np.zeros(len(u), dtype=bool)
-            if len(sel):
-                at = cand[sel]
-                self._solve(un, solved, at, load, q)
-                ok[sel] = self.meets_sla(solved.ttft_s[at], solved.tpot_s[at], solved.out_tok_s[at],
-                                         solved.overloaded[at], osl_1, ap.sla)
+            ok[sel] = self.meets_sla(solved.ttft_s[at], solved.tpot_s[at], solved.out_tok_s[at],
+                                     solved.overloaded[at], osl_1, ap.sla)
             np.minimum.at(hi, u[ok], j[ok])
             np.maximum.at(lo, u[~ok], j[~ok] + 1)
             np.minimum(lo, hi, out=lo)              # (verdicts are monotone: this only guards the bracket)

@@ -874,7 +874,8 @@ def _trtllm_args(ctx: _Context, ckpt: _Checkpoint, port: int, notes: list[str]) 
 # Containers, replicas, assembly
 
 
-# PyYAML's libyaml emitter where it is built in (the wheels have it): the same text as safe_dump, ~10x faster
+# PyYAML's libyaml emitter where it is built in (the wheels have it): the same text as safe_dump (the golden
+# TRT-LLM launches check it), ~4x faster (159 vs 668 us for a 5-key options file on the 2-core machine)
 _YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 

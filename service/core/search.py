@@ -26,16 +26,22 @@ def rank_order(primary: F, secondary: F, tertiary: F | None = None) -> NDArray[n
     return np.lexsort(keys).astype(np.int64)
 
 
+def group_ids(group: NDArray[Any]) -> tuple[NDArray[np.int64], int]:
+    """Each row's group as an index below the returned count: small non-negative ids (layout indices) as they
+    are, others by their rank among the distinct ids."""
+    if len(group) and group.dtype.kind in "iu" and group.min() >= 0 \
+            and group.max() <= DENSE_GROUPS_PER_ROW * len(group):
+        return group.astype(np.int64, copy=False), int(group.max()) + 1
+    ids, of = np.unique(group, return_inverse=True)
+    return of.reshape(-1).astype(np.int64, copy=False), len(ids)
+
+
 def first_per_group(order: NDArray[np.int64], group: NDArray[Any]) -> NDArray[np.int64]:
     """The first candidate of each group in ``order``, kept in that order."""
-    g = group[order]
-    if len(g) and g.dtype.kind in "iu" and g.min() >= 0 and g.max() <= DENSE_GROUPS_PER_ROW * len(g):
-        # small non-negative group ids (layout indices): the first position of each id, by one pass
-        first = np.full(int(g.max()) + 1, len(g))
-        np.minimum.at(first, g, np.arange(len(g)))
-        return order[np.sort(first[first < len(g)])]
-    _, first = np.unique(g, return_index=True)
-    return order[np.sort(first)]
+    of, n_groups = group_ids(group[order])
+    first = np.full(n_groups, len(of))
+    np.minimum.at(first, of, np.arange(len(of)))        # each group's first position, by one pass
+    return order[np.sort(first[first < len(of)])]
 
 
 def best_per_group(group: NDArray[Any], primary: F, secondary: F, tertiary: F | None = None) -> NDArray[np.int64]:
@@ -43,13 +49,7 @@ def best_per_group(group: NDArray[Any], primary: F, secondary: F, tertiary: F | 
     group's first row in that order has the group's least primary key, of those the least secondary key, and
     so on, so only the rows that tie their group's least keys are sorted (NaN counts as worst, as in
     ``rank_order``; of rows equal on every key, the first, as ``rank_order``'s stable sort keeps them)."""
-    if not len(group):
-        return np.zeros(0, dtype=np.int64)
-    if group.dtype.kind in "iu" and group.min() >= 0 and group.max() <= DENSE_GROUPS_PER_ROW * len(group):
-        of, n_groups = group, int(group.max()) + 1          # small non-negative ids (layout indices): as they are
-    else:
-        ids, of = np.unique(group, return_inverse=True)
-        n_groups = len(ids)
+    of, n_groups = group_ids(group)
     keep = np.arange(len(group))
     for key in (primary, secondary, tertiary):
         if key is None:
