@@ -805,6 +805,22 @@ def _decode_step_f(batch: float, pp: float, dense_s: float, expert_s: float, log
 
 
 @njit(cache=True, error_model="numpy")
+def _ttft_f(b: float, step_s: float, arrivals: float, max_batched_tok: float, min_chunk: float, isl: float,
+            c_prefill: float, alone: float, fixed_alone: float, ahead: float, wave_q: float) -> float:
+    """Mean TTFT with ``b`` sequences decoding in steps of ``step_s``: the front end and the prompt alone, what
+    its chunks add inside decode steps, the wait in the prefill queue (M/D/1 at ``arrivals`` per second, at most
+    ``ahead`` prompts ahead) and half a step to the next one."""
+    chunk = max(max_batched_tok - b, min_chunk)
+    busy = min(b, 1.0)
+    extra = busy * max(isl * (step_s / chunk + c_prefill) - alone, 0.0)
+    service = alone + extra
+    rho = min(arrivals * service, _MAX_PREFILL_UTILISATION)
+    rho_service = rho * service
+    wait = min(rho_service / (2.0 * (1.0 - rho)), ahead * rho_service)
+    return fixed_alone + wait + extra + busy * 0.5 * step_s + wave_q
+
+
+@njit(cache=True, error_model="numpy")
 def _falsi_point_f(hi: float, lo: float, f_hi: float, f_lo: float) -> tuple[float, bool, float]:
     """Regula falsi on the bracket [lo, hi]: where its secant crosses zero, whether there is a secant (the
     excess rises across the bracket), and the bracket's width."""
@@ -864,15 +880,9 @@ def _root_block(w: F, closed: bool, any_moe: bool) -> None:
             x_b = xb / (w[_W_DEC_STEPS * rb + k] * tp_b)
             target = w[_W_TARGET * rb + k]
             # closed loop (computed for an open loop too, and not used)
-            chunk = max(w[_W_MAX_TOK * rb + k] - xb, w[_W_MIN_CHUNK * rb + k])
-            busy = min(xb, 1.0)
-            alone = w[_W_ALONE * rb + k]
-            extra = busy * max(w[_W_ISL * rb + k] * (st_b / chunk + c_pre) - alone, 0.0)
-            service = alone + extra
-            rho = min(x_b * service, _MAX_PREFILL_UTILISATION)
-            rho_service = rho * service
-            wait = min(rho_service / (2.0 * (1.0 - rho)), w[_W_AHEAD * rb + k] * rho_service)
-            t_b = w[_W_FIXED_ALONE * rb + k] + wait + extra + busy * 0.5 * st_b + w[_W_WAVE_Q * rb + k]
+            t_b = _ttft_f(xb, st_b, x_b, w[_W_MAX_TOK * rb + k], w[_W_MIN_CHUNK * rb + k], w[_W_ISL * rb + k], c_pre,
+                          w[_W_ALONE * rb + k], w[_W_FIXED_ALONE * rb + k], w[_W_AHEAD * rb + k],
+                          w[_W_WAVE_Q * rb + k])
             fx = xb + x_b * t_b - target if closed else x_b - target
             if it == 0:
                 w[_W_F_HI * rb + k] = fx
@@ -940,10 +950,9 @@ def _serve_kernel(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_
                                      flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
         tpot = step + cap * io[i] * c_prefill[i]
         if mode == MODE_OFFLINE:
-            chunk = max(max_batched_tok[i] - cap, min_chunk[i])
-            busy = min(cap, 1.0)
-            extra = busy * max(isl[i] * (step / chunk + c_prefill[i]) - alone[i], 0.0)
-            ttft = fixed_alone[i] + 0.0 + extra + busy * 0.5 * step + wave[i] * (cap - 1.0) * isl[i] * c_prefill[i]
+            # no prefill queue (every prompt is admitted as a sequence finishes); the wave of the cap's prompts
+            ttft = _ttft_f(cap, step, 0.0, max_batched_tok[i], min_chunk[i], isl[i], c_prefill[i], alone[i],
+                           fixed_alone[i], 0.0, wave[i] * (cap - 1.0) * isl[i] * c_prefill[i])
             out_b[i], out_ttft[i], out_tpot[i] = cap, ttft, tpot
             out_x[i], out_share[i] = cap / (osl[i] * tpot), share
             continue
@@ -1015,15 +1024,8 @@ def _serve_kernel(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_
                                     flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
         tp_b = st_b + b1 * io[i] * c_prefill[i]
         x_b = b / (dec_steps[i] * tp_b)
-        chunk = max(max_batched_tok[i] - b, min_chunk[i])
-        busy = min(b, 1.0)
-        extra = busy * max(isl[i] * (st_b / chunk + c_prefill[i]) - alone[i], 0.0)
-        service = alone[i] + extra
-        arrivals = x_b if closed else target[i]
-        rho = min(arrivals * service, _MAX_PREFILL_UTILISATION)
-        rho_service = rho * service
-        wait = min(rho_service / (2.0 * (1.0 - rho)), ahead[i] * rho_service)
-        t_b = fixed_alone[i] + wait + extra + busy * 0.5 * st_b + wave_q[i]
+        t_b = _ttft_f(b, st_b, x_b if closed else target[i], max_batched_tok[i], min_chunk[i], isl[i], c_prefill[i],
+                      alone[i], fixed_alone[i], ahead[i], wave_q[i])
         if closed:
             t_b = max(t_b, target[i] / x_b - dec_steps[i] * tp_b)
         out_b[i], out_ttft[i], out_tpot[i], out_share[i] = b, t_b, tp_b, sh_b
