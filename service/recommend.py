@@ -727,22 +727,25 @@ class Recommender:
         # the analytic terms of the candidates predicted, computed for a batch of the next ones at a time (as
         # many as the answer may still try: one batch, mostly)
         analysed: dict[int, tuple[Analyses, int]] = {}
+        deps: dict[int, Deployment] = {}          # the deployments of the candidates analysed
         batch = req.top_k + verify.MAX_EXTRA_CANDIDATES
         for pos, i in enumerate(best):
             if len(recs) == req.top_k or (verifying and tried == req.top_k + verify.MAX_EXTRA_CANDIDATES):
                 break
             tried += 1
-            launch = self._launch(req, s, int(i), no_checkpoint)
+            dep = deps.get(int(i)) or self.deployment(s, int(i))
+            launch = self._launch(req, dep, no_checkpoint)
             if launch.error:
                 skipped.setdefault(f"{s.layouts[int(s.layout[i])][0]} {s.layouts[int(s.layout[i])][3]}",
                                    launch.error)
                 continue                        # not predicted (nor simulated): it would not be shown
             if int(i) not in analysed:
                 ahead = [int(c) for c in best[pos:pos + batch]]
-                terms = adv.analyse(model, req.workload, [self.deployment(s, c) for c in ahead])
+                deps.update({c: dep if c == int(i) else self.deployment(s, c) for c in ahead})
+                terms = adv.analyse(model, req.workload, [deps[c] for c in ahead])
                 analysed.update((c, (terms, k)) for k, c in enumerate(ahead))
             terms, k = analysed[int(i)]
-            rec = self._recommendation(req, ap, s, int(i), len(recs) + 1, launch, terms.row(k))
+            rec = self._recommendation(req, ap, dep, len(recs) + 1, launch, terms.row(k))
             if rec.launch.error:
                 skipped.setdefault(f"{rec.deployment.engine} {rec.deployment.weight_dtype}", rec.launch.error)
                 continue
@@ -811,12 +814,11 @@ class Recommender:
         return Deployment(gpu=g, gpu_count=tp * pp * reps, tp=tp, pp=pp, replicas=reps, weight_dtype=w, kv_dtype=k,
                           engine=e, engine_version=v, engine_args=args, multi_node=pp > 1)
 
-    def _recommendation(self, req: RecommendationRequest, ap: Applied, s: Scored, i: int,
-                        rank: int, launch: Launch | None = None, analysed: Analysed | None = None) -> Recommendation:
-        """Candidate ``i`` as predicted by ``Advisor.predict`` (``launch``: its launch, already rendered;
+    def _recommendation(self, req: RecommendationRequest, ap: Applied, dep: Deployment, rank: int,
+                        launch: Launch | None = None, analysed: Analysed | None = None) -> Recommendation:
+        """Deployment ``dep`` as predicted by ``Advisor.predict`` (``launch``: its launch, already rendered;
         ``analysed``: its analytic terms, already computed)."""
         adv = self.advisor
-        dep = self.deployment(s, i)
         # the simulation verifies tails: with an SLA on means the percentile fields stay analytic (faster)
         opts = req.simulation_options
         sim = opts if ap.percentile != "mean" else opts.model_copy(update={"enabled": False})
@@ -843,13 +845,12 @@ class Recommender:
             launch=pred.launch or Launch(error="no launch: the deployment does not fit"),
             why=self._why(ap, dep, p, pred.cost, binding, headroom, rank, req))
 
-    def _launch(self, req: RecommendationRequest, s: Scored, i: int, no_checkpoint: dict[Any, str]) -> Launch:
-        """Candidate ``i``'s launch as its prediction renders it, checked before it is predicted (and
+    def _launch(self, req: RecommendationRequest, dep: Deployment, no_checkpoint: dict[Any, str]) -> Launch:
+        """The deployment's launch as its prediction renders it, checked before it is predicted (and
         simulated): one that cannot be launched as asked is passed over; one that can hands it on to the
         prediction. ``no_checkpoint``: the request's engine version, weight dtype and KV dtype combinations
         found to have no checkpoint plan (those fail on any GPU and layout: not rendered again)."""
         adv = self.advisor
-        dep = self.deployment(s, i)
         settings, _ = adv.settings_for(dep, adv.gpus[dep.gpu], req.workload)
         key = (dep.engine, settings.engine_version, dep.weight_dtype, dep.kv_dtype)
         if key in no_checkpoint:
