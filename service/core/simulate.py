@@ -55,7 +55,7 @@ from service.core.costmodel import (
     step_model,
     take_rows,
 )
-from service.core.scheduler import Plan, StepTable, Trace, run
+from service.core.scheduler import Plan, StepTable, Trace, decode_rows, run
 
 F = NDArray[np.float64]
 
@@ -211,9 +211,9 @@ class SimResult:
     saturated: bool              # Poisson load above what the replica completes: the queue grew all run
 
 
-def decode_table(sm: StepModel, b_top: int, ctx_lo_tok: float, ctx_hi_tok: float) -> StepTable:
-    """Decode step times of one candidate (``sm``: one-row arrays) for batches 0..``b_top`` at mean contexts
-    from ``ctx_lo_tok`` to ``ctx_hi_tok``, on an even grid of attended layer-tokens."""
+def table_grid(sm: StepModel, ctx_lo_tok: float, ctx_hi_tok: float) -> tuple[float, float, F]:
+    """The step table's grid for mean contexts ``ctx_lo_tok``..``ctx_hi_tok``: its first and last points in
+    attended layer-tokens, and the contexts of its points."""
     s = sm.s
     full, win_l = float(s.full_layers[0]), float(s.window_layers[0])
     win = float(s.window_tok[0]) or math.inf
@@ -226,9 +226,25 @@ def decode_table(sm: StepModel, b_top: int, ctx_lo_tok: float, ctx_hi_tok: float
         ctx = np.where(u <= u_win, u / (full + win_l), win + (u - min(u_win, u_hi)) / max(full, 1e-30))
     else:
         ctx = u / (full + win_l)
-    rows = sm.decode_step(np.arange(b_top + 1, dtype=np.float64)[:, None], ctx[None, :])[0]
-    return StepTable(rows=np.ascontiguousarray(rows), u_lo=u_lo, inv_du=(CTX_GRID_POINTS - 1) / (u_hi - u_lo),
-                     full_layers=full, window_layers=win_l, window_tok=win)
+    return u_lo, u_hi, ctx
+
+
+def decode_table(sm: StepModel, b_top: int, ctx_lo_tok: float, ctx_hi_tok: float) -> StepTable:
+    """Decode step times of one candidate (``sm``: one-row arrays) for batches 0..``b_top`` at mean contexts
+    from ``ctx_lo_tok`` to ``ctx_hi_tok``, on an even grid of attended layer-tokens (``table_grid``)."""
+    s = sm.s
+    u_lo, u_hi, ctx = table_grid(sm, ctx_lo_tok, ctx_hi_tok)
+    # sm.decode_step(batch, ctx) over the grid, compiled: the per-context terms as decode_step computes them
+    seq_s = s.kv_seq_bytes(ctx) / sm.bw_bytes_s
+    flop_s_seq = s.dec_flops(ctx) / (s.n_gpu * sm.gemm_rate_flops_s)
+    pp, dense_s, expert_s, log_miss, comm_fixed_s, comm_seq_s, step_fixed_s = (
+        float(np.ravel(v)[0]) for v in (sm.pp, sm.dense_s, sm.expert_s, sm.log_miss, sm.comm_fixed_s, sm.comm_seq_s,
+                                        sm.step_fixed_s))
+    rows = decode_rows(int(b_top), pp, dense_s, expert_s, log_miss, bool(np.ravel(sm.moe)[0]), seq_s, flop_s_seq,
+                       comm_fixed_s, comm_seq_s, step_fixed_s)
+    return StepTable(rows=rows, u_lo=u_lo, inv_du=(CTX_GRID_POINTS - 1) / (u_hi - u_lo),
+                     full_layers=float(s.full_layers[0]), window_layers=float(s.window_layers[0]),
+                     window_tok=float(s.window_tok[0]) or math.inf)
 
 
 def simulate(rep: Replica, load: Load, compiled: bool = True) -> SimResult:
