@@ -45,7 +45,14 @@ from service.schemas.predictions import (
     ResolvedSettings,
     Workload,
 )
-from service.simulation import Simulation, percentile_method, simulate_deployment, simulated, skip_reason
+from service.simulation import (
+    SimMemo,
+    Simulation,
+    percentile_method,
+    simulate_deployment,
+    simulated,
+    skip_reason,
+)
 
 F = NDArray[np.float64]
 MS_PER_S = 1e3
@@ -290,12 +297,13 @@ class Advisor:
             held = self._params_held = (cal, row_of, np.concatenate([held[2], new]))
         return held[2][np.fromiter((row_of[w] for w in wanted), dtype=np.int64, count=len(wanted))]
 
-    def predict(self, req: PredictionRequest, launch: Launch | None = None,
-                analysed: Analysed | None = None) -> PredictionResponse:
+    def predict(self, req: PredictionRequest, launch: Launch | None = None, analysed: Analysed | None = None,
+                sims: SimMemo | None = None) -> PredictionResponse:
         """``launch``: the deployment's launch when the caller has already rendered it (``self.launch`` of the
         same deployment and settings: the recommender checks it before predicting), so it is not rendered
         twice. ``analysed``: the deployment's analytic terms when the caller has them (``self.analyse`` of the
-        same model, workload and deployment, in a batch)."""
+        same model, workload and deployment, in a batch). ``sims``: the simulations the caller has run for
+        other deployments of the same request (one with the same inputs is not run again)."""
         model = self.model_for(req.model, req.model_spec)
         dep, wl = req.deployment, req.workload
         self.check_runnable(model, dep, wl, ["deployment"])
@@ -303,7 +311,7 @@ class Advisor:
         settings, _ = self.settings_for(dep, gpu, wl)
         static, params, res, key = analysed if analysed is not None else self.analyse(model, wl, [dep]).row(0)
         skip = skip_reason(dep, wl)
-        sim = (simulate_deployment(static, params, dep, wl, req.simulation)
+        sim = (simulate_deployment(static, params, dep, wl, req.simulation, sims)
                if bool(res.fits[0]) and req.simulation.enabled and skip is None else None)
         model_name = req.model or (req.model_spec.name if req.model_spec else model.id)
         out = self._response(model, model_name, dep, wl, gpu, settings, res, params, key, sim, launch)

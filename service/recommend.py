@@ -61,6 +61,7 @@ from service.schemas.recommendations import (
     Sla,
     Violation,
 )
+from service.simulation import SimMemo
 
 F = NDArray[np.float64]
 MS_PER_S = 1e3
@@ -723,6 +724,7 @@ class Recommender:
         dropped: list[str] = []
         tried = 0
         no_checkpoint: dict[Any, str] = {}
+        sims: SimMemo = {}                      # candidates with the same simulation inputs are simulated once
         best = self.best_per_layout(s, feasible, ap.objective, offline)     # each layout's best, best first
         # the analytic terms of the candidates predicted, computed for a batch of the next ones at a time (as
         # many as the answer may still try: one batch, mostly)
@@ -745,7 +747,7 @@ class Recommender:
                 terms = adv.analyse(model, req.workload, [deps[c] for c in ahead])
                 analysed.update((c, (terms, k)) for k, c in enumerate(ahead))
             terms, k = analysed[int(i)]
-            rec = self._recommendation(req, ap, dep, len(recs) + 1, launch, terms.row(k))
+            rec = self._recommendation(req, ap, dep, len(recs) + 1, launch, terms.row(k), sims)
             if rec.launch.error:
                 skipped.setdefault(f"{rec.deployment.engine} {rec.deployment.weight_dtype}", rec.launch.error)
                 continue
@@ -815,16 +817,17 @@ class Recommender:
                           engine=e, engine_version=v, engine_args=args, multi_node=pp > 1)
 
     def _recommendation(self, req: RecommendationRequest, ap: Applied, dep: Deployment, rank: int,
-                        launch: Launch | None = None, analysed: Analysed | None = None) -> Recommendation:
+                        launch: Launch | None = None, analysed: Analysed | None = None,
+                        sims: SimMemo | None = None) -> Recommendation:
         """Deployment ``dep`` as predicted by ``Advisor.predict`` (``launch``: its launch, already rendered;
-        ``analysed``: its analytic terms, already computed)."""
+        ``analysed``: its analytic terms, already computed; ``sims``: the request's simulations so far)."""
         adv = self.advisor
         # the simulation verifies tails: with an SLA on means the percentile fields stay analytic (faster)
         opts = req.simulation_options
         sim = opts if ap.percentile != "mean" else opts.model_copy(update={"enabled": False})
         pred = adv.predict(PredictionRequest(model=req.model, model_spec=req.model_spec, deployment=dep,
                                              workload=req.workload, simulation=sim), launch=launch,
-                           analysed=analysed)
+                           analysed=analysed, sims=sims)
         assert pred.predicted is not None
         p = pred.predicted
         values = verify.sla_values(p, ap.percentile)

@@ -7,7 +7,9 @@ No web framework or database here; the core is service/core/simulate.py.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+
+import numpy as np
 
 from service.core.costmodel import MODES, Params, Static
 from service.core.simulate import Lengths, Load, SimResult, Stat, replica, simulate
@@ -59,9 +61,22 @@ def skip_reason(dep: Deployment, wl: Workload) -> str | None:
     return None
 
 
+# Simulations already run, by what they depend on: a recommendation's candidates that differ only where the
+# step model does not (8-bit weights of two formats with the same fitted parameters, say) are simulated once.
+SimMemo = dict[tuple[bytes, bool, bool, Load], SimResult]
+
+
+def simulation_key(static: Static, params: Params) -> bytes:
+    """Every static term and parameter of a one-candidate ``static`` and ``params``, as bytes."""
+    return b"".join(np.ascontiguousarray(getattr(obj, f.name)).tobytes()
+                    for obj in (static, params) for f in fields(obj))
+
+
 def simulate_deployment(static: Static, params: Params, dep: Deployment, wl: Workload,
-                        opts: SimulationOptions) -> Simulation:
-    """Candidate 0 of ``static`` (the deployment ``dep``) serving its share of ``wl`` on one replica."""
+                        opts: SimulationOptions, memo: SimMemo | None = None) -> Simulation:
+    """Candidate 0 of ``static`` (the deployment ``dep``) serving its share of ``wl`` on one replica.
+    ``memo``: the simulations the caller has run for the same request; one with the same inputs (static
+    terms, parameters, scheduler and load) is not run again."""
     vllm = dep.engine == "vllm"
     # vLLM V1 always chunks prompts (engines/vllm-*.yaml adjustments). TensorRT-LLM's flag defaults to off
     # (trtllm-*.yaml), but whole prompts only would starve a prompt as long as max_num_tokens behind any
@@ -69,7 +84,6 @@ def simulate_deployment(static: Static, params: Params, dep: Deployment, wl: Wor
     # budget answered in ~1 s where whole-prompt scheduling simulates minutes: benchmarks/accuracy.py
     # --simulate): its prompts are simulated chunked unless the request turns chunking off.
     chunked = vllm or dep.engine_args.enable_chunked_prefill is not False
-    rep = replica(static, params, 0, chunked_prefill=chunked, reserve_full=not vllm)
     n_rep = dep.replicas
     requests = opts.requests or DEFAULT_SIM_REQUESTS
     if wl.mode == "concurrency":
@@ -90,7 +104,14 @@ def simulate_deployment(static: Static, params: Params, dep: Deployment, wl: Wor
                 lengths(wl.output_tokens, wl.output_distribution), requests=requests, seed=opts.seed)
     scheduler = VLLM_SCHEDULER if vllm else TRTLLM_SCHEDULER.format(
         chunking="prompts chunked" if chunked else "whole prompts only (enable_chunked_prefill: false)")
-    return Simulation(simulate(rep, load), share, scheduler, wl.mode,
+    if memo is None:
+        result = simulate(replica(static, params, 0, chunked_prefill=chunked, reserve_full=not vllm), load)
+    else:
+        key = (simulation_key(static, params), chunked, not vllm, load)
+        if key not in memo:
+            memo[key] = simulate(replica(static, params, 0, chunked_prefill=chunked, reserve_full=not vllm), load)
+        result = memo[key]
+    return Simulation(result, share, scheduler, wl.mode,
                       wl.input_distribution is None and wl.output_distribution is None)
 
 
