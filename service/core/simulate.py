@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -88,16 +89,23 @@ class Lengths:
     hist_tok: tuple[float, ...] = ()
     hist_weight: tuple[float, ...] = ()
 
-    def sample(self, rng: np.random.Generator, n: int) -> NDArray[np.int64]:
+    @property
+    def fixed(self) -> bool:
+        """Every request the same length (no random draw)."""
+        return not self.hist_tok and self.std_tok <= 0
+
+    def sample(self, rng: np.random.Generator | None, n: int) -> NDArray[np.int64]:
+        """``n`` lengths drawn with ``rng`` (None will do for fixed lengths, which draw nothing)."""
+        if self.fixed:
+            return np.full(n, max(round(self.mean_tok), 1), dtype=np.int64)    # as np.rint: half to even
+        assert rng is not None
         if self.hist_tok:
             w = np.asarray(self.hist_weight, dtype=np.float64)
             x = rng.choice(np.asarray(self.hist_tok, dtype=np.float64), size=n, p=w / w.sum())
-        elif self.std_tok > 0:
+        else:
             # lognormal with the given mean and standard deviation: sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2/2
             sigma2 = math.log1p((self.std_tok / self.mean_tok) ** 2)
             x = rng.lognormal(math.log(self.mean_tok) - sigma2 / 2.0, math.sqrt(sigma2), size=n)
-        else:
-            x = np.full(n, self.mean_tok)
         return np.maximum(np.rint(x), 1.0).astype(np.int64)
 
 
@@ -152,16 +160,21 @@ def replica(static: Static, params: Params, i: int, *, chunked_prefill: bool = T
 _Q = np.asarray(list(QUANTILES.values()))
 
 
+@lru_cache(maxsize=16)
+def _interpolation(n: int) -> tuple[NDArray[np.int64], NDArray[np.int64], F]:
+    """Where ``QUANTILES`` fall in ``n`` sorted values (numpy's linear method): below, above and the weight of above."""
+    virtual = _Q * (n - 1)
+    below = np.minimum(np.floor(virtual).astype(np.int64), n - 1)
+    return below, np.minimum(below + 1, n - 1), virtual - below
+
+
 def _linear_quantiles(x: F) -> list[float]:
     """``np.percentile(x, 100 * QUANTILES)`` (its default linear method, equal to rounding) from one sort and
     four interpolations; numpy's general routine costs ~0.3 ms a call, and a simulation makes five."""
     xs = np.sort(x)
-    n = len(xs)
-    virtual = _Q * (n - 1)
-    below = np.minimum(np.floor(virtual).astype(np.int64), n - 1)
-    above = np.minimum(below + 1, n - 1)
-    gamma = virtual - below
-    return [float(v) for v in xs[below] + (xs[above] - xs[below]) * gamma]
+    below, above, gamma = _interpolation(len(xs))
+    lo = xs[below]
+    return (lo + (xs[above] - lo) * gamma).tolist()
 
 
 @dataclass(frozen=True)
@@ -247,6 +260,21 @@ def decode_table(sm: StepModel, b_top: int, ctx_lo_tok: float, ctx_hi_tok: float
                      window_tok=float(s.window_tok[0]) or math.inf)
 
 
+def request_costs(sm: StepModel, isl: NDArray[np.int64]) -> tuple[F, F, F]:
+    """Per request of ``isl`` prompt tokens: the time of a prompt token carried by a decode step; the compute
+    per prompt token when the prompt is prefilled alone; the whole prompt as a step of its own. Prompts all
+    of one length (fixed lengths) are priced once, the same figures: every operation is elementwise."""
+    one_length = len(isl) > 1 and int(isl.min()) == int(isl.max())
+    isl_f = np.full(1, float(isl[0])) if one_length else isl.astype(np.float64)
+    cp = sm.prefill_tok_s(isl_f)
+    prompt_s = sm.prompt_compute_s(isl_f)
+    pc = prompt_s / isl_f
+    alone = sm.prefill_only_s(prompt_s, isl_f) + sm.step_overhead_s
+    if one_length:
+        return np.full(len(isl), float(cp[0])), np.full(len(isl), float(pc[0])), np.full(len(isl), float(alone[0]))
+    return cp, pc, alone
+
+
 def simulate(rep: Replica, load: Load, compiled: bool = True) -> SimResult:
     """Simulate ``load`` on ``rep``. Deterministic for a given ``load.seed``. ``compiled=False`` runs the event
     loop as plain Python (the compiled loop must give the same trace: tests/core/test_simulate.py)."""
@@ -264,8 +292,9 @@ def simulate(rep: Replica, load: Load, compiled: bool = True) -> SimResult:
         total = warm + n_meas + max(int(n_meas * COOLDOWN_SUPPLY), 2 * clients)
     # independent streams, so that a change of rate leaves the lengths alone (common random numbers)
     s_in, s_out, s_arr = np.random.SeedSequence(load.seed).spawn(3)
-    isl = load.input.sample(np.random.default_rng(s_in), total)
-    osl = load.output.sample(np.random.default_rng(s_out), total)
+    # (a generator costs ~25 us to seed: fixed lengths, which draw nothing, go without)
+    isl = load.input.sample(None if load.input.fixed else np.random.default_rng(s_in), total)
+    osl = load.output.sample(None if load.output.fixed else np.random.default_rng(s_out), total)
     max_len = max(rep.max_model_len, 2)
     cut = (isl > max_len - 1) | (isl + osl > max_len)
     clipped = int(np.sum(cut[warm:warm + n_meas]))
@@ -278,20 +307,14 @@ def simulate(rep: Replica, load: Load, compiled: bool = True) -> SimResult:
     else:
         send = np.zeros(total)
 
-    # per-request costs: a prompt token carried by a decode step; the prompt's compute when prefilled alone;
-    # and the whole prompt as a step of its own (the common case at low load)
-    isl_f = isl.astype(np.float64)
-    CP = sm.prefill_tok_s(isl_f)
-    prompt_s = sm.prompt_compute_s(isl_f)
-    PC = prompt_s / isl_f
-    ALONE = sm.prefill_only_s(prompt_s, isl_f) + sm.step_overhead_s
+    CP, PC, ALONE = request_costs(sm, isl)
+    in_min = int(isl.min())
     overhead_s = float(one.step_overhead_s)
     max_tok = rep.max_batched_tok
     cap = rep.kv_capacity_tok
     chunked, reserve = rep.chunked_prefill, rep.reserve_full
     # no more sequences decode than the limits, the requests, or the KV cache at the shortest prompt allow
     max_run = max(min(rep.max_num_seqs, max_tok), 1)
-    in_min = int(isl.min())
     b_top = min(max_run, total, clients if clients else total, int(cap / max(in_min, 1)) + 2)
     table = decode_table(sm, b_top, float(in_min), float((isl + osl).max()) + 1.0)
 

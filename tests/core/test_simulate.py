@@ -39,6 +39,7 @@ from service.core.simulate import (
     _linear_quantiles,
     decode_table,
     replica,
+    request_costs,
     simulate,
     table_grid,
 )
@@ -310,6 +311,10 @@ def test_lengths_follow_the_requested_distribution() -> None:
     h = Lengths(300.0, hist_tok=(100.0, 500.0), hist_weight=(1.0, 1.0)).sample(rng, 100_000)
     assert set(np.unique(h)) == {100, 500} and np.mean(h == 100) == pytest.approx(0.5, abs=0.01)
     assert np.all(Lengths(7.0).sample(rng, 10) == 7)
+    # fixed lengths draw nothing (no generator needed) and round as the draws do: half to even, at least 1
+    for mean in (0.3, 2.5, 3.5, 1024.0):
+        fixed = Lengths(mean).sample(None, 5)
+        assert fixed.dtype == np.int64 and np.all(fixed == max(np.rint(mean), 1.0))
 
 
 @given(x=st.lists(st.floats(1e-6, 1e6), min_size=1, max_size=300))
@@ -364,3 +369,20 @@ def test_a_requests_simulations_are_shared_only_where_every_input_is_the_same() 
         assert got.result is not first.result
         assert got.result == simulate_deployment(st_, params, d, wl, opts).result     # as without the memo
     assert len(memo) == 1 + len(others)
+
+
+@pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-30B-A3B", "google/gemma-2-9b"])
+@pytest.mark.parametrize("prompt_tok", [1, 777, 4096, 9000])
+def test_prompts_of_one_length_are_priced_as_each_alone(model: str, prompt_tok: int) -> None:
+    # fixed lengths are priced once and repeated: the same figures, to the last bit, as pricing every request
+    sm = step_model(static_terms(TABLES, cand(model, "h100-sxm", tp=2, pp=2, isl=4096, osl=1024, ctx=16384)),
+                    PARAMS)
+    isl = np.full(2200, prompt_tok, dtype=np.int64)
+    isl_f = isl.astype(np.float64)
+    prompt_s = sm.prompt_compute_s(isl_f)
+    want = (sm.prefill_tok_s(isl_f), prompt_s / isl_f, sm.prefill_only_s(prompt_s, isl_f) + sm.step_overhead_s)
+    for got, each in zip(request_costs(sm, isl), want, strict=True):
+        assert got.shape == (2200,) and np.array_equal(got, each)
+    mixed = isl.copy()
+    mixed[5] += 1
+    assert not np.array_equal(request_costs(sm, mixed)[0][5], request_costs(sm, isl)[0][5])
