@@ -604,12 +604,14 @@ class Recommender:
         if not len(at):
             return
         j, u = np.divmod(at, solved.units)
-        inp = un.inputs.take(u, REPLICAS[j], load)
-        _, ttft, tpot, per_replica_s, _, overloaded = inp.solve(un.mode)     # as costmodel.serve gives them
+        reps = np.maximum(REPLICAS[j], 1.0)
+        inp = un.inputs
+        # as costmodel.serve gives them
+        _, ttft, tpot, per_replica_s, _, overloaded = inp.solve_at(u, reps, load, un.mode)
         if q is not None:
-            ttft = analytic_ttft_quantile_s(ttft, inp.row("ttft_fixed_s"), inp.row("prefill_alone"), q)
+            ttft = analytic_ttft_quantile_s(ttft, inp.row("ttft_fixed_s")[u], inp.row("prefill_alone")[u], q)
         solved.ttft_s[at], solved.tpot_s[at] = ttft, tpot
-        solved.out_tok_s[at] = per_replica_s * inp.replicas * inp.row("osl")
+        solved.out_tok_s[at] = per_replica_s * reps * inp.row("osl")[u]
         solved.overloaded[at] = overloaded
         solved.done[at] = True
 

@@ -41,6 +41,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -666,21 +667,47 @@ class ServeInputs:
         return out
 
     def solve(self, mode_value: int) -> tuple[F, F, F, F, F, NDArray[np.bool_]]:
-        """``_serve_kernel``'s answer (batch, TTFT, TPOT, requests/s per replica, compute share, overloaded).
+        """``_serve_kernel``'s answer (batch, TTFT, TPOT, requests/s per replica, compute share, overloaded)."""
+        return _solve_parts(int(mode_value), len(self.replicas), lambda a, b: (self.moe[a:b], self.rows[:, a:b]))
 
-        Many candidates are split over the machine's cores: the compiled solve releases the GIL, and each
-        candidate's figures do not depend on the others in its call (a tested property)."""
-        mode = int(mode_value)
-        n = self.rows.shape[1]
-        parts = min(_CORES, n // _SPLIT_MIN_CANDIDATES)
-        if parts <= 1:
-            return _serve_kernel(mode, self.moe, *self.rows)
+    def solve_at(self, idx: NDArray[np.int64], replicas: F, load: float,
+                 mode_value: int) -> tuple[F, F, F, F, F, NDArray[np.bool_]]:
+        """``self.take(idx, replicas, load).solve(mode_value)``, each part of the candidates gathered by the
+        thread that solves it."""
+        per_replica = load / np.maximum(replicas, 1.0)
+
+        def inputs(a: int, b: int) -> tuple[NDArray[np.bool_], F]:
+            part = idx[a:b]
+            rows = np.take(self.rows, part, axis=1)
+            rows[_ROW["per_replica"]] = per_replica[a:b]
+            return self.moe[part], rows
+
+        return _solve_parts(int(mode_value), len(idx), inputs)
+
+
+def _solve_parts(mode: int, n: int, inputs: Callable[[int, int], tuple[NDArray[np.bool_], F]]
+                 ) -> tuple[F, F, F, F, F, NDArray[np.bool_]]:
+    """The compiled solve of ``n`` candidates whose moe flags and input rows ``inputs(a, b)`` gives for
+    candidates a..b-1. Many candidates are split over the machine's cores: the compiled solve releases the GIL
+    (as does numpy's gather), each part writes its own slice of the answer, and each candidate's figures do not
+    depend on the others in its call (a tested property)."""
+    out = np.empty((5, n))
+    over = np.empty(n, dtype=np.bool_)
+
+    def part(a: int, b: int) -> None:
+        moe, rows = inputs(a, b)
+        _serve_into(mode, moe, *rows, *out[:, a:b], over[a:b])
+
+    parts = min(_CORES, n // _SPLIT_MIN_CANDIDATES)
+    if parts <= 1:
+        part(0, n)
+    else:
         cut = [n * k // parts for k in range(parts + 1)]
-        rest = [_solver_pool().submit(_serve_kernel, mode, self.moe[a:b], *self.rows[:, a:b])
-                for a, b in itertools.pairwise(cut[1:])]
-        first = _serve_kernel(mode, self.moe[:cut[1]], *self.rows[:, :cut[1]])
-        done = [first, *(f.result() for f in rest)]
-        return tuple(np.concatenate([d[k] for d in done]) for k in range(len(first)))  # type: ignore[return-value]
+        rest = [_solver_pool().submit(part, a, b) for a, b in itertools.pairwise(cut[1:])]
+        part(0, cut[1])
+        for f in rest:
+            f.result()
+    return out[0], out[1], out[2], out[3], out[4], over
 
 
 def cgroup_cpus(root: Path = Path("/sys/fs/cgroup")) -> float | None:
@@ -752,6 +779,8 @@ def warm_up() -> float:
     t0 = time.perf_counter()
     ones = np.ones(1)
     _serve_kernel(MODE_CONCURRENCY, np.zeros(1, dtype=np.bool_), *([ones] * 19))
+    ServeInputs(moe=np.zeros(1, dtype=np.bool_), rows=np.ones((len(KERNEL_INPUTS), 1)), replicas=ones).solve(
+        MODE_CONCURRENCY)
     return time.perf_counter() - t0
 
 
@@ -904,8 +933,26 @@ def _serve_kernel(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_
                   max_batched_tok: F, c_prefill: F, prefill_alone: F, dense_s: F, expert_s: F, log_miss: F,
                   seq_s: F, flop_s_seq: F, comm_fixed_s: F, comm_seq_s: F, step_fixed_s: F, step_overhead_s: F,
                   ttft_fixed_s: F, wave: F) -> Any:
-    """The serving steady state of each candidate (one workload mode): decoding batch, TTFT, TPOT, requests/s
-    per replica, compute share of the step, overloaded.
+    """``_serve_into`` with outputs of its own: decoding batch, TTFT, TPOT, requests/s per replica, compute share
+    of the step, overloaded."""
+    n = len(isl)
+    out_b, out_ttft, out_tpot = np.empty(n), np.empty(n), np.empty(n)
+    out_x, out_share = np.empty(n), np.empty(n)
+    out_over = np.empty(n, dtype=np.bool_)
+    _serve_into(mode, moe, isl, osl, pp, per_replica, cap_mean, max_batched_tok, c_prefill, prefill_alone, dense_s,
+                expert_s, log_miss, seq_s, flop_s_seq, comm_fixed_s, comm_seq_s, step_fixed_s, step_overhead_s,
+                ttft_fixed_s, wave, out_b, out_ttft, out_tpot, out_x, out_share, out_over)
+    return out_b, out_ttft, out_tpot, out_x, out_share, out_over
+
+
+@njit(cache=True, error_model="numpy", nogil=True)
+def _serve_into(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_replica: F, cap_mean: F,
+                max_batched_tok: F, c_prefill: F, prefill_alone: F, dense_s: F, expert_s: F, log_miss: F,
+                seq_s: F, flop_s_seq: F, comm_fixed_s: F, comm_seq_s: F, step_fixed_s: F, step_overhead_s: F,
+                ttft_fixed_s: F, wave: F, out_b: F, out_ttft: F, out_tpot: F, out_x: F, out_share: F,
+                out_over: NDArray[np.bool_]) -> None:
+    """The serving steady state of each candidate (one workload mode), written into the ``out_`` arrays:
+    decoding batch, TTFT, TPOT, requests/s per replica, compute share of the step, overloaded.
 
     Continuous batching with chunked prefill. Saturated (offline): the KV cache or max_num_seqs is full.
     Closed loop of C clients per replica: Little's law, C = X(b) (TTFT(b) + (O-1) TPOT(b)) with X(b) the
@@ -917,9 +964,6 @@ def _serve_kernel(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_
     Compiled by numba, candidates in the inner loops (so the root-finding steps of many candidates overlap, and
     run 4 at a time in SIMD registers)."""
     n = len(isl)
-    out_b, out_ttft, out_tpot = np.empty(n), np.empty(n), np.empty(n)
-    out_x, out_share = np.empty(n), np.empty(n)
-    out_over = np.zeros(n, dtype=np.bool_)
     io = np.empty(n)
     alone = np.empty(n)
     fixed_alone = np.empty(n)
@@ -931,6 +975,7 @@ def _serve_kernel(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_
     lo, hi, f_lo, f_hi, side = np.zeros(n), np.empty(n), np.empty(n), np.empty(n), np.zeros(n)
     closed = mode == MODE_CONCURRENCY
     for i in range(n):
+        out_over[i] = False
         io[i] = isl[i] / osl[i]
         cap = cap_mean[i]
         min_chunk[i] = min(max_batched_tok[i], _MIN_CHUNK_TOK)
@@ -972,7 +1017,7 @@ def _serve_kernel(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_
             out_over[i] = lam >= x_cap
         f_lo[i] = -target[i]
     if mode in (MODE_STATIC, MODE_OFFLINE):
-        return out_b, out_ttft, out_tpot, out_x, out_share, out_over
+        return
     # regula falsi with the Illinois modification on [0, top] for excess(b), which rises with b: closed loop
     # b + X(b) TTFT(b) - C; open loop X(b) - lam. Step 0 evaluates the top end; the last only interpolates.
     # Where excess is not positive even at the top end (the closed loop saturates the cap), every step
@@ -1030,4 +1075,3 @@ def _serve_kernel(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_
             t_b = max(t_b, target[i] / x_b - dec_steps[i] * tp_b)
         out_b[i], out_ttft[i], out_tpot[i], out_share[i] = b, t_b, tp_b, sh_b
         out_x[i] = x_b if closed else target[i]
-    return out_b, out_ttft, out_tpot, out_x, out_share, out_over

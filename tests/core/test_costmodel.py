@@ -234,6 +234,7 @@ def test_the_serving_solve_is_compiled_once_for_every_mode() -> None:
     for mode in MODES:
         run(cand("Qwen/Qwen3-30B-A3B", "h100-sxm", mode=mode, load=[1.0, 8.0]))
     assert len(_serve_kernel.signatures) == 1
+    assert len(costmodel._serve_into.signatures) == 1
 
 
 @settings(max_examples=20, deadline=None)
@@ -244,6 +245,7 @@ def test_the_compiled_serving_solve_gives_the_interpreted_ones_figures(d: dict[s
     compiled = run(c)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(costmodel, "_serve_kernel", _serve_kernel.py_func)
+        m.setattr(costmodel, "_serve_into", costmodel._serve_into.py_func)
         m.setattr(costmodel, "_root_block", costmodel._root_block.py_func)
         interpreted = run(c)
     for f in fields(Result):
@@ -264,6 +266,10 @@ def test_serving_inputs_built_once_solve_any_load_and_replicas_as_serve_does(d: 
     replicas = rng.choice([1.0, 2.0, 5.0, 64.0], size=len(idx))
     load = float(rng.choice([0.3, 4.0, 50.0, 900.0]))
     _, ttft, tpot, per_replica_s, share, over = inputs.take(idx, replicas, load).solve(MODES[mode])
+    # solve_at gathers the same candidates in the threads that solve them: the same figures
+    for got, want in zip(inputs.solve_at(idx, replicas, load, MODES[mode]),
+                         inputs.take(idx, replicas, load).solve(MODES[mode]), strict=True):
+        assert np.array_equal(got, want)
     want = costmodel.serve(replace(take_rows(static, idx), replicas=replicas, load=np.full(len(idx), load)),
                            Params(*(np.full(len(idx), float(getattr(PARAMS, f))) for f in PARAM_NAMES)))
     for got, name in ((ttft, "ttft_s"), (tpot, "tpot_s"), (share, "compute_bound_share"), (over, "overloaded"),
@@ -298,6 +304,18 @@ def test_a_solve_split_over_threads_gives_the_one_calls_figures(monkeypatch: pyt
     assert len(split[0]) == len(loads)
     for got, want in zip(split, whole, strict=True):
         assert np.array_equal(got, want)
+    # and gathered in parts by the threads: candidates picked in a shuffled order, some twice
+    rng = np.random.default_rng(0)
+    # candidates that differ in more than their load (the solve_at call sets one load for all)
+    inputs.rows[costmodel.KERNEL_INPUTS.index("cap_mean")] *= rng.uniform(0.2, 1.0, len(loads))
+    idx = rng.permutation(np.concatenate([np.arange(len(loads)), np.arange(0, len(loads), 5)]))
+    replicas = rng.choice([1.0, 2.0, 8.0], size=len(idx))
+    picked = inputs.solve_at(idx, replicas, 50.0, MODES["concurrency"])
+    rows = np.take(inputs.rows, idx, axis=1)
+    rows[costmodel.KERNEL_INPUTS.index("per_replica")] = 50.0 / replicas
+    alone = _serve_kernel(MODES["concurrency"], inputs.moe[idx], *rows)
+    for got, want in zip(picked, alone, strict=True):
+        assert len(got) == len(idx) and np.array_equal(got, want)
 
 
 @pytest.mark.parametrize(("files", "cpus"), [
