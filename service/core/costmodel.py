@@ -696,7 +696,8 @@ def _solve_parts(mode: int, n: int, inputs: Callable[[int, int], tuple[NDArray[n
 
     def part(a: int, b: int) -> None:
         moe, rows = inputs(a, b)
-        _serve_into(mode, moe, *rows, *out[:, a:b], over[a:b])
+        arrays = (*rows, *out[:, a:b], over[a:b])         # the inputs, then the part's slices of the answer
+        _serve_into(mode, moe, *arrays)
 
     parts = min(_CORES, n // _SPLIT_MIN_CANDIDATES)
     if parts <= 1:
