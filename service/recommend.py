@@ -606,14 +606,21 @@ class Recommender:
         j, u = np.divmod(at, solved.units)
         reps = np.maximum(REPLICAS[j], 1.0)
         inp = un.inputs
-        # as costmodel.serve gives them
-        _, ttft, tpot, per_replica_s, _, overloaded = inp.solve_at(u, reps, load, un.mode)
-        if q is not None:
-            ttft = analytic_ttft_quantile_s(ttft, inp.row("ttft_fixed_s")[u], inp.row("prefill_alone")[u], q)
-        solved.ttft_s[at], solved.tpot_s[at] = ttft, tpot
-        solved.out_tok_s[at] = per_replica_s * reps * inp.row("osl")[u]
-        solved.overloaded[at] = overloaded
-        solved.done[at] = True
+
+        def store(a: int, b: int, _batch: F, ttft: F, tpot: F, per_replica_s: F, _share: F,
+                  overloaded: NDArray[np.bool_]) -> None:
+            """Candidates a..b-1's figures (as costmodel.serve gives them) into ``solved``, in the thread that
+            solved them (each part's candidates are its own: no two threads write one element)."""
+            part, where = u[a:b], at[a:b]
+            if q is not None:
+                ttft = analytic_ttft_quantile_s(ttft, inp.row("ttft_fixed_s")[part], inp.row("prefill_alone")[part],
+                                                q)
+            solved.ttft_s[where], solved.tpot_s[where] = ttft, tpot
+            solved.out_tok_s[where] = per_replica_s * reps[a:b] * inp.row("osl")[part]
+            solved.overloaded[where] = overloaded
+            solved.done[where] = True
+
+        inp.solve_at(u, reps, load, un.mode, store)
 
     @staticmethod
     def meets_sla(ttft_s: F, tpot_s: F, out_tok_s: F, overloaded: NDArray[np.bool_], osl_1: int,

@@ -670,10 +670,10 @@ class ServeInputs:
         """``_serve_kernel``'s answer (batch, TTFT, TPOT, requests/s per replica, compute share, overloaded)."""
         return _solve_parts(int(mode_value), len(self.replicas), lambda a, b: (self.moe[a:b], self.rows[:, a:b]))
 
-    def solve_at(self, idx: NDArray[np.int64], replicas: F, load: float,
-                 mode_value: int) -> tuple[F, F, F, F, F, NDArray[np.bool_]]:
+    def solve_at(self, idx: NDArray[np.int64], replicas: F, load: float, mode_value: int,
+                 finish: Finish | None = None) -> tuple[F, F, F, F, F, NDArray[np.bool_]]:
         """``self.take(idx, replicas, load).solve(mode_value)``, each part of the candidates gathered by the
-        thread that solves it."""
+        thread that solves it (``finish``: see ``_solve_parts``)."""
         per_replica = load / np.maximum(replicas, 1.0)
 
         def inputs(a: int, b: int) -> tuple[NDArray[np.bool_], F]:
@@ -682,15 +682,21 @@ class ServeInputs:
             rows[_ROW["per_replica"]] = per_replica[a:b]
             return self.moe[part], rows
 
-        return _solve_parts(int(mode_value), len(idx), inputs)
+        return _solve_parts(int(mode_value), len(idx), inputs, finish)
 
 
-def _solve_parts(mode: int, n: int, inputs: Callable[[int, int], tuple[NDArray[np.bool_], F]]
-                 ) -> tuple[F, F, F, F, F, NDArray[np.bool_]]:
+# What a caller does with each part of a split solve's answer, in the thread that solved it: called with the
+# part's first and end candidate, then its batch, TTFT, TPOT, requests/s per replica, compute share, overloaded.
+Finish = Callable[[int, int, F, F, F, F, F, NDArray[np.bool_]], None]
+
+
+def _solve_parts(mode: int, n: int, inputs: Callable[[int, int], tuple[NDArray[np.bool_], F]],
+                 finish: Finish | None = None) -> tuple[F, F, F, F, F, NDArray[np.bool_]]:
     """The compiled solve of ``n`` candidates whose moe flags and input rows ``inputs(a, b)`` gives for
     candidates a..b-1. Many candidates are split over the machine's cores: the compiled solve releases the GIL
-    (as does numpy's gather), each part writes its own slice of the answer, and each candidate's figures do not
-    depend on the others in its call (a tested property)."""
+    (as do numpy's gathers, scatters and arithmetic on arrays), each part writes its own slice of the answer,
+    then hands it to ``finish``; each candidate's figures do not depend on the others in its call (a tested
+    property)."""
     out = np.empty((5, n))
     over = np.empty(n, dtype=np.bool_)
 
@@ -698,6 +704,8 @@ def _solve_parts(mode: int, n: int, inputs: Callable[[int, int], tuple[NDArray[n
         moe, rows = inputs(a, b)
         arrays = (*rows, *out[:, a:b], over[a:b])         # the inputs, then the part's slices of the answer
         _serve_into(mode, moe, *arrays)
+        if finish is not None:
+            finish(a, b, out[0, a:b], out[1, a:b], out[2, a:b], out[3, a:b], out[4, a:b], over[a:b])
 
     parts = min(_CORES, n // _SPLIT_MIN_CANDIDATES)
     if parts <= 1:

@@ -310,7 +310,16 @@ def test_a_solve_split_over_threads_gives_the_one_calls_figures(monkeypatch: pyt
     inputs.rows[costmodel.KERNEL_INPUTS.index("cap_mean")] *= rng.uniform(0.2, 1.0, len(loads))
     idx = rng.permutation(np.concatenate([np.arange(len(loads)), np.arange(0, len(loads), 5)]))
     replicas = rng.choice([1.0, 2.0, 8.0], size=len(idx))
-    picked = inputs.solve_at(idx, replicas, 50.0, MODES["concurrency"])
+    finished: dict[int, tuple[int, list[np.ndarray]]] = {}
+    picked = inputs.solve_at(idx, replicas, 50.0, MODES["concurrency"],
+                             lambda a, b, *part: finished.setdefault(a, (b, [p.copy() for p in part])))
+    # each part handed on once, in its own thread, with its slice of the answer
+    bounds = sorted((a, b) for a, (b, _) in finished.items())
+    assert len(bounds) == 3 and [a for a, _ in bounds] == [0] + [b for _, b in bounds[:-1]]
+    assert bounds[-1][1] == len(idx)
+    for a, (b, part) in finished.items():
+        for got, whole_answer in zip(part, picked, strict=True):
+            assert np.array_equal(got, whole_answer[a:b])
     rows = np.take(inputs.rows, idx, axis=1)
     rows[costmodel.KERNEL_INPUTS.index("per_replica")] = 50.0 / replicas
     alone = _serve_kernel(MODES["concurrency"], inputs.moe[idx], *rows)
