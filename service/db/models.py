@@ -247,7 +247,8 @@ class RecommendationRecord(Base):
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     request: Mapped[dict[str, Any]] = mapped_column(JSON)
-    response: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # read back as a dict; written as the answer's JSON text (session.JSONText), encoded once for the response
+    response: Mapped[Any] = mapped_column(JSON)
     calibration_version: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 

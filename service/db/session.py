@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -10,10 +11,21 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 
+class JSONText(str):
+    """A JSON document already encoded (pydantic's ``model_dump_json``): a JSON column stores it as it is. A
+    recommendation's answer is encoded once, for the response, instead of dumped to a dict and encoded again
+    (~1.5 ms of a request in the server for an answer of ~45 KB)."""
+
+
+def _json_serializer(value: Any) -> str:
+    return str(value) if isinstance(value, JSONText) else json.dumps(value)
+
+
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         # timeout: seconds a writer waits for SQLite's file lock before failing.
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
+                               json_serializer=_json_serializer)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -26,7 +38,7 @@ def make_engine(url: str) -> Engine:
     # Connections per process (FastAPI's threadpool runs sync routes on up to 40 threads); connect_timeout
     # in seconds, so an unreachable database fails fast instead of hanging a request.
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20,
-                         connect_args={"connect_timeout": 5})
+                         connect_args={"connect_timeout": 5}, json_serializer=_json_serializer)
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
