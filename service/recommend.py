@@ -90,9 +90,9 @@ N_SETTINGS = (1 + len(MAX_NUM_SEQS_GRID)) * (1 + len(MAX_BATCHED_TOKENS_GRID))
 # Replica counts tried (each bounded by max_gpus, and by the concurrency: idle replicas only cost).
 REPLICA_GRID = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 192, 256, 384, 512)
 REPLICAS = np.asarray(REPLICA_GRID, dtype=np.float64)
-# Lists of calibration segments whose parameter rows a recommender keeps (a list per set of allowed GPUs,
-# engines and dtypes; most requests allow them all): a bound on memory, not a tuned figure.
-SEGMENT_LISTS_KEPT = 64
+# Layout tables a recommender keeps per calibration (one per model shape and set of allowed GPUs, engines,
+# dtypes and GPU counts; most requests allow them all): a bound on memory, not a tuned figure.
+LAYOUT_TABLES_KEPT = 64
 # Tensor and pipeline sizes tried (TP within a node; PP > 1 only when multi_node is allowed).
 TP_GRID = (1, 2, 4, 8, 16, 32, 64, 72)
 PP_GRID_MULTI_NODE = (2, 4, 8)
@@ -196,6 +196,17 @@ class Solves:
         return j * self.units + u
 
 
+@dataclass(frozen=True)
+class LayoutTable:
+    """A request's allowed layouts (``Layouts``; rows in its order) and what depends on them alone."""
+
+    layouts: Layouts
+    lay: NDArray[np.int64]                  # per layout: GPU, weight dtype, KV dtype (table indices), TP, PP
+    dset: F                                 # per layout: engine default max_num_seqs, max tokens, memory share, budget
+    price: F                                # per layout: USD per GPU-hour (NaN: no public price)
+    params: F                               # per layout: fitted parameters (PARAM_NAMES order)
+
+
 @dataclass
 class Units:
     """A search's units (layout x engine settings) and what depends on neither the load nor the replica
@@ -262,7 +273,7 @@ def failing(viol: dict[str, NDArray[np.bool_]], n: int, besides: str | None = No
 class Recommender:
     def __init__(self, advisor: Advisor) -> None:
         self.advisor = advisor
-        self._segment_rows: tuple[Any, dict[tuple[tuple[str, str, str, str], ...], F]] = (None, {})
+        self._tables: tuple[Any, dict[tuple[Any, ...], LayoutTable | None]] = (None, {})
 
     # --- validation --------------------------------------------------------------------------------
 
@@ -485,11 +496,71 @@ class Recommender:
                gpus: list[str], wds: list[str], kvs: list[str], max_gpus: int, multi_node: bool) -> Units | None:
         """The search's units (every setting of the grid of each allowed layout that can hold the weights)
         and what depends on neither the load nor the replica count: static terms, fitted parameters, latency
-        floors. Layouts come in blocks of one engine on one GPU (weight dtype x KV dtype x TP/PP pairs).
-        None when no layout is allowed."""
+        floors. None when no layout is allowed."""
+        table = self._layout_table(model, versions, gpus, wds, kvs, max_gpus, multi_node)
+        if table is None:
+            return None
+        layouts, lay, dset, price, lay_params = table.layouts, table.lay, table.dset, table.price, table.params
+        L = len(layouts)
+        # settings grid per layout: the engine default and the grid values
+        seq_opts = [dset[:, 0]] + [np.full(L, float(v)) for v in MAX_NUM_SEQS_GRID]
+        tok_opts = [dset[:, 1]] + [np.full(L, float(v)) for v in MAX_BATCHED_TOKENS_GRID]
+        # exact prune: at the smallest settings of the grid a layout that does not fit never fits (memory
+        # does not depend on the load or the replica count: one each stands in)
+        li_all = np.arange(L)
+        s_min = np.minimum.reduce(seq_opts)
+        t_min = np.minimum.reduce(tok_opts)
+        static = static_terms(tables, candidates(lay, dset, m_idx, wl, li_all, s_min, t_min, np.ones(L), np.ones(L)))
+        fits_min = static.fits
+        keep = np.flatnonzero(fits_min)
+        # the units, setting-major; a setting equal to one before it for the same layout (a default equal
+        # to a grid value) is left out
+        opts = [(so[keep], to[keep]) for so in seq_opts for to in tok_opts]
+        li_parts, s_parts, t_parts = [], [], []
+        for o, (so, to) in enumerate(opts):
+            new = np.ones(len(keep), dtype=bool)
+            for so_before, to_before in opts[:o]:
+                new &= (so != so_before) | (to != to_before)
+            li_parts.append(keep[new])
+            s_parts.append(so[new])
+            t_parts.append(to[new])
+        li_s = np.concatenate(li_parts)
+        seqs_s = np.concatenate(s_parts)
+        toks_s = np.concatenate(t_parts)
+        m = len(li_s)
+        # Per layout (at the smallest settings), what no engine setting changes: the step model, the serving
+        # inputs but two, and the latency floors of one request alone (as a static batch of one: its prompt's
+        # prefill, then decode steps of one sequence; the same at any replica count). Per unit, what the
+        # settings decide: the memory that is left for the KV cache, hence what fits and the batch it holds.
+        params = Params.from_matrix(lay_params)
+        sm = step_model(static, params)
+        cap = capacity(tables, candidates(lay, dset, m_idx, wl, li_s, seqs_s, toks_s, np.ones(m), np.ones(m)),
+                       static.weights[li_s], static.overhead[li_s], static.runnable[li_s], static.seq_full[li_s],
+                       static.seq_mean[li_s])
+        inputs = ServeInputs.of(static, params, sm).expand(li_s, np.ones(m), cap_mean=cap.cap_mean,
+                                                           max_batched_tok=toks_s)
+        return Units(layouts=layouts, lay=lay, dset=dset, price=price, fits_min=fits_min, li=li_s, seqs=seqs_s,
+                     toks=toks_s, mode=MODES[wl.mode], inputs=inputs,
+                     ttft_lb_s=(params.ttft_fixed_s + sm.prefill_alone_s)[li_s],
+                     tpot_lb_s=sm.decode_step(np.ones(L))[0][li_s], fits=cap.fits)
+
+    def _layout_table(self, model: ModelSpec, versions: dict[str, str], gpus: list[str], wds: list[str],
+                      kvs: list[str], max_gpus: int, multi_node: bool) -> LayoutTable | None:
+        """Every layout the request allows, in blocks of one engine on one GPU (weight dtype x KV dtype x TP/PP
+        pairs), with the engines' default settings, prices and fitted parameters: nothing of the workload. Kept
+        per calibration for the requests that allow the same layouts (None: no layout is allowed)."""
+        cal = self.advisor.cal.calibration
+        if self._tables[0] is not cal or len(self._tables[1]) >= LAYOUT_TABLES_KEPT:
+            self._tables = (cal, {})
+        held = self._tables[1]
+        heads, kv_heads = model.num_attention_heads, model.num_kv_heads
+        # what the layouts depend on: of the model, only what decides its TP/PP pairs
+        key = (heads, kv_heads, model.num_layers, tuple(versions.items()), tuple(gpus), tuple(wds), tuple(kvs),
+               max_gpus, multi_node)
+        if key in held:
+            return held[key]
         adv = self.advisor
         idx = adv.index
-        heads, kv_heads = model.num_attention_heads, model.num_kv_heads
         layouts = Layouts()
         # per block's weight dtype, in order: its calibration segment (engine, version, GPU, weight dtype)
         segments: list[tuple[str, str, str, str]] = []
@@ -538,6 +609,7 @@ class Recommender:
                 block_price.append(gpu.price_usd_per_gpu_hour or np.nan)
         L = len(layouts)
         if not L:
+            held[key] = None
             return None
         # each layout's position in its block's weight dtype, KV dtype and pair lists, then the indices
         blk = np.asarray(blocks, dtype=np.int64)
@@ -553,48 +625,15 @@ class Recommender:
                         pairs_arr[pair_at, 0], pairs_arr[pair_at, 1]], axis=1)
         dset = np.repeat(np.asarray(block_settings, dtype=np.float64), sizes, axis=0)
         price = np.repeat(np.asarray(block_price, dtype=np.float64), sizes)
-        lay_params = self._segment_params(segments)[w_at]
-        # settings grid per layout: the engine default and the grid values
-        seq_opts = [dset[:, 0]] + [np.full(L, float(v)) for v in MAX_NUM_SEQS_GRID]
-        tok_opts = [dset[:, 1]] + [np.full(L, float(v)) for v in MAX_BATCHED_TOKENS_GRID]
-        # exact prune: at the smallest settings of the grid a layout that does not fit never fits (memory
-        # does not depend on the load or the replica count: one each stands in)
-        li_all = np.arange(L)
-        s_min = np.minimum.reduce(seq_opts)
-        t_min = np.minimum.reduce(tok_opts)
-        static = static_terms(tables, candidates(lay, dset, m_idx, wl, li_all, s_min, t_min, np.ones(L), np.ones(L)))
-        fits_min = static.fits
-        keep = np.flatnonzero(fits_min)
-        # the units, setting-major; a setting equal to one before it for the same layout (a default equal
-        # to a grid value) is left out
-        opts = [(so[keep], to[keep]) for so in seq_opts for to in tok_opts]
-        li_parts, s_parts, t_parts = [], [], []
-        for o, (so, to) in enumerate(opts):
-            new = np.ones(len(keep), dtype=bool)
-            for so_before, to_before in opts[:o]:
-                new &= (so != so_before) | (to != to_before)
-            li_parts.append(keep[new])
-            s_parts.append(so[new])
-            t_parts.append(to[new])
-        li_s = np.concatenate(li_parts)
-        seqs_s = np.concatenate(s_parts)
-        toks_s = np.concatenate(t_parts)
-        m = len(li_s)
-        # Per layout (at the smallest settings), what no engine setting changes: the step model, the serving
-        # inputs but two, and the latency floors of one request alone (as a static batch of one: its prompt's
-        # prefill, then decode steps of one sequence; the same at any replica count). Per unit, what the
-        # settings decide: the memory that is left for the KV cache, hence what fits and the batch it holds.
-        params = Params.from_matrix(lay_params)
-        sm = step_model(static, params)
-        cap = capacity(tables, candidates(lay, dset, m_idx, wl, li_s, seqs_s, toks_s, np.ones(m), np.ones(m)),
-                       static.weights[li_s], static.overhead[li_s], static.runnable[li_s], static.seq_full[li_s],
-                       static.seq_mean[li_s])
-        inputs = ServeInputs.of(static, params, sm).expand(li_s, np.ones(m), cap_mean=cap.cap_mean,
-                                                           max_batched_tok=toks_s)
-        return Units(layouts=layouts, lay=lay, dset=dset, price=price, fits_min=fits_min, li=li_s, seqs=seqs_s,
-                     toks=toks_s, mode=MODES[wl.mode], inputs=inputs,
-                     ttft_lb_s=(params.ttft_fixed_s + sm.prefill_alone_s)[li_s],
-                     tpot_lb_s=sm.decode_step(np.ones(L))[0][li_s], fits=cap.fits)
+        seg_keys: list[tuple[str, str, str, str]] = [
+            (calibration_engine(e, adv.gpus[g].vendor), adv.gpus[g].architecture, g, w) for e, v, g, w in segments]
+        current = {ev: is_current(*ev, adv.constants) for ev in {(e, v) for e, v, _, _ in segments}}
+        seg_params = adv.param_rows(seg_keys, [current[(e, v)] for e, v, _, _ in segments])
+        table = LayoutTable(layouts=layouts, lay=lay, dset=dset, price=price, params=seg_params[w_at])
+        for a in (lay, dset, price, table.params):
+            a.flags.writeable = False                # shared by the requests that allow the same layouts
+        held[key] = table
+        return table
 
     @staticmethod
     def _solve(un: Units, solved: Solves, at: NDArray[np.int64], load: float, q: float | None) -> None:
@@ -648,22 +687,6 @@ class Recommender:
         return Scored(context_tok=0, layout=i, layouts=layouts, replicas=z, seqs=z, tokens=z, frac=z, n_gpus=z,
                       usd_h=z, fits=b, ttft_ms=z, tpot_ms=z, e2e_ms=z, out_tok_s=z, usd_per_m=z, overloaded=b,
                       generated=0, scored=0, solved=0)
-
-    def _segment_params(self, segments: list[tuple[str, str, str, str]]) -> F:
-        """Fitted parameters of each (engine, version, GPU, weight dtype), rows in PARAM_NAMES order; kept per
-        list of segments for the calibration in use (requests that allow the same GPUs and dtypes share one)."""
-        adv = self.advisor
-        cal = adv.cal.calibration
-        if self._segment_rows[0] is not cal or len(self._segment_rows[1]) >= SEGMENT_LISTS_KEPT:
-            self._segment_rows = (cal, {})
-        held = self._segment_rows[1]
-        key = tuple(segments)
-        if key not in held:
-            keys: list[tuple[str, str, str, str]] = [
-                (calibration_engine(e, adv.gpus[g].vendor), adv.gpus[g].architecture, g, w) for e, v, g, w in segments]
-            current = {ev: is_current(*ev, adv.constants) for ev in {(e, v) for e, v, _, _ in segments}}
-            held[key] = adv.param_rows(keys, [current[(e, v)] for e, v, _, _ in segments])
-        return held[key]
 
     # --- constraints and ranking -------------------------------------------------------------------
 

@@ -211,3 +211,24 @@ def test_an_sla_on_means_keeps_analytic_percentiles(client: TestClient) -> None:
     body = recommend(client, {**RATE_8B, "sla": {"ttft_ms": 1000, "percentile": "mean"}})
     assert body["percentile_method"].startswith("mean: the analytic steady state")
     assert all(r["predicted"]["simulation"] is None for r in body["recommendations"])
+
+
+def test_inline_models_of_other_shapes_get_their_own_layouts(client: TestClient) -> None:
+    # a recommender keeps each request's table of allowed layouts for the next request that allows the same
+    # ones; the TP sizes depend on the model's heads, so a model of another shape (same name) gets its own:
+    # 48 heads split over 8 GPUs, 36 do not (TP must divide the heads)
+    def spec(heads: int) -> dict[str, Any]:
+        return {"name": "my-model", "num_layers": 32, "hidden_size": 4608, "intermediate_size": 14336,
+                "num_attention_heads": heads, "num_kv_heads": heads // 4, "vocab_size": 32000,
+                "total_params_b": 9.0}
+
+    def tps(heads: int) -> set[int]:
+        body = recommend(client, {"model_spec": spec(heads), "workload": {"input_tokens": 512, "output_tokens": 128,
+                                                                          "concurrency": 400},
+                                  "constraints": {"gpus": ["h100-sxm"], "max_gpus": 64}, "top_k": 10,
+                                  "simulation": {"enabled": False}})
+        return {int(p["deployment"].split(" x TP")[1].split()[0]) for p in body["pareto"]} | {
+            r["deployment"]["tp"] for r in body["recommendations"]}
+
+    assert 8 in tps(48)
+    assert 8 not in tps(36) and tps(36)
