@@ -16,9 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from gpu_catalog.loader import DATA_DIR
+from gpu_catalog.loader import DATA_DIR, parse_yaml
 from gpu_catalog.schema import CostConstants, GpuSpec
 from service.core.costmodel import BUDGET_SHARE_OF_FREE, BUDGET_SHARE_OF_TOTAL, GB_BYTES, GIB_BYTES
 
@@ -59,8 +57,13 @@ def is_current(engine: str, version: str | None, constants: CostConstants) -> bo
 def _vocab(engine: str, version: str, data_dir: Path) -> dict[str, Any]:
     path = data_dir / "engines" / f"{engine}-{version}.yaml"
     with path.open(encoding="utf-8") as fh:
-        loaded: dict[str, Any] = yaml.safe_load(fh)
+        loaded: dict[str, Any] = parse_yaml(fh)
     return loaded
+
+
+def vocab_file(engine: str, version: str, data_dir: Path = DATA_DIR) -> dict[str, Any]:
+    """The vocabulary file of an engine version as read (kept once read)."""
+    return _vocab(engine, version, data_dir)
 
 
 def known_versions(engine: str, data_dir: Path = DATA_DIR) -> list[str]:
