@@ -23,7 +23,7 @@ from service.calibrate import (
     start_cross_validation,
     state_from_row,
 )
-from service.core import costmodel, scheduler, search
+from service.core import costmodel, launch, scheduler, search
 from service.core.calibration import data_fingerprint
 from service.core.costmodel import build_tables
 from service.db import migrate
@@ -145,6 +145,8 @@ def build_state(settings: Settings) -> AppState:
     constants = load_cost_constants()
     advisor = ensure_calibration(engine, sessions, catalog, constants, settings)
     log.info("compiled kernels ready in %.2f s", costmodel.warm_up() + scheduler.warm_up() + search.warm_up())
+    t_vocab = time.perf_counter()
+    log.info("%d engine vocabularies read in %.2f s", launch.warm_up(), time.perf_counter() - t_vocab)
     state = AppState(settings=settings, engine=engine, sessions=sessions, catalog=catalog, constants=constants,
                      advisor=advisor)
     state.startup_s = time.perf_counter() - t0

@@ -513,3 +513,24 @@ def test_no_checkpoint_plan_fails_alike_on_every_gpu_and_layout(model: str, cata
                 failing += 1
                 assert rendered == 0 and len(messages) == 1, (engine, version, wd, kv)
     assert failing
+
+
+def test_start_up_reads_every_engine_vocabulary_a_request_would_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # launch.warm_up (called by start-up) reads each engine file, for the launch renderer and for the engine
+    # defaults: after it, rendering a launch and resolving defaults for every engine version read no file
+    from service.core import engine_defaults, launch
+
+    launch._load_vocabulary.cache_clear()
+    engine_defaults._vocab.cache_clear()
+    read = launch.warm_up()
+    versions = [(e, v) for e in ("vllm", "trtllm") for v in engine_defaults.known_versions(e)]
+    assert read == len(versions) >= 3
+
+    def no_file(_stream: Any) -> Any:
+        raise AssertionError("a vocabulary file was read after start-up")
+
+    monkeypatch.setattr(launch, "parse_yaml", no_file)
+    monkeypatch.setattr(engine_defaults, "parse_yaml", no_file)
+    for engine, version in versions:
+        assert vocabulary(engine, version).flags
+        assert engine_defaults.vocab_file(engine, version)
