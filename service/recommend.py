@@ -964,12 +964,15 @@ class Recommender:
     def _closest(self, s: Scored, ap: Applied, viol: dict[str, NDArray[np.bool_]]) -> list[Closest]:
         limits = {n: getattr(ap.sla, n) for n in SLA_METRICS if getattr(ap.sla, n) is not None}
         worst = np.zeros(len(s.fits))
-        for n, lim in limits.items():
-            worst = np.maximum(worst, getattr(s, n) / lim - 1.0)
-        if ap.sla.min_output_tok_s:
-            worst = np.maximum(worst, ap.sla.min_output_tok_s / np.maximum(s.out_tok_s, 1e-9) - 1.0)
-        if ap.constraints.max_usd_per_hour:
-            worst = np.maximum(worst, np.nan_to_num(s.usd_h, nan=np.inf) / ap.constraints.max_usd_per_hour - 1.0)
+        # a bound near zero (a request may ask 1e-300 ms) puts a candidate infinitely far from it: inf, as meant
+        with np.errstate(over="ignore"):
+            for n, lim in limits.items():
+                worst = np.maximum(worst, getattr(s, n) / lim - 1.0)
+            if ap.sla.min_output_tok_s:
+                worst = np.maximum(worst, ap.sla.min_output_tok_s / np.maximum(s.out_tok_s, 1e-9) - 1.0)
+            if ap.constraints.max_usd_per_hour:
+                worst = np.maximum(worst, np.nan_to_num(s.usd_h, nan=np.inf) / ap.constraints.max_usd_per_hour
+                                   - 1.0)
         worst = np.where(s.fits & ~s.overloaded, worst, np.inf)
         order = search.first_per_group(np.argsort(worst, kind="stable").astype(np.int64), s.layout)
         out = []
