@@ -54,16 +54,16 @@ def is_current(engine: str, version: str | None, constants: CostConstants) -> bo
 
 
 @cache
-def _vocab(engine: str, version: str, data_dir: Path) -> dict[str, Any]:
-    path = data_dir / "engines" / f"{engine}-{version}.yaml"
+def read_engine_file(path: Path) -> Any:
+    """An engine vocabulary file as parsed, once per process: the engine defaults here and the launch renderer
+    (core/launch.py) read the same files. Callers do not change what it returns."""
     with path.open(encoding="utf-8") as fh:
-        loaded: dict[str, Any] = parse_yaml(fh)
+        return parse_yaml(fh)
+
+
+def _vocab(engine: str, version: str, data_dir: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = read_engine_file(data_dir / "engines" / f"{engine}-{version}.yaml")
     return loaded
-
-
-def vocab_file(engine: str, version: str, data_dir: Path = DATA_DIR) -> dict[str, Any]:
-    """The vocabulary file of an engine version as read (kept once read)."""
-    return _vocab(engine, version, data_dir)
 
 
 def known_versions(engine: str, data_dir: Path = DATA_DIR) -> list[str]:

@@ -28,9 +28,9 @@ from typing import Any
 
 import yaml
 
-from gpu_catalog.loader import DATA_DIR, Catalog, parse_yaml
+from gpu_catalog.loader import DATA_DIR, Catalog
 from gpu_catalog.schema import EngineSpec, GpuSpec, KvDtypeSpec, ModelSpec, WeightDtypeSpec
-from service.core.engine_defaults import known_versions, vocab_file
+from service.core.engine_defaults import known_versions, read_engine_file
 
 VOCAB_DIR = DATA_DIR / "engines"
 DEFAULT_PORT = 8000
@@ -292,15 +292,14 @@ def _yaml_keys(tree: Mapping[str, Any], prefix: str = "") -> dict[str, YamlKeySp
 
 
 def warm_up(vocab_dir: Path | None = None) -> int:
-    """Read every engine's flag vocabulary (and engine_defaults' view of the same files) before a request needs
-    them: each is read once per process, and the first request paid ~0.9 s for them with PyYAML's pure-Python
-    parser (~0.1 s with libyaml). The number of files read."""
+    """Read every engine's flag vocabulary before a request needs it: each is read once per process (for the
+    renderer and for the engine defaults), and the first request paid ~0.9 s for them with PyYAML's
+    pure-Python parser (~0.1 s with libyaml). The number of files read."""
     files = 0
     for path in sorted(_resolved(vocab_dir or VOCAB_DIR).glob("*-*.yaml")):
         engine, version = path.stem.split("-", 1)
         if version in known_versions(engine):
             vocabulary(engine, version, vocab_dir)
-            vocab_file(engine, version)
             files += 1
     return files
 
@@ -312,8 +311,7 @@ def _load_vocabulary(engine: str, version: str, vocab_dir: Path) -> Vocabulary:
         known = sorted(p.stem for p in vocab_dir.glob(f"{engine}-*.yaml"))
         raise LaunchError(f"no flag vocabulary for {engine} {version} (looked for {path.name}; "
                           f"known: {', '.join(known) or 'none'})")
-    with path.open(encoding="utf-8") as fh:
-        raw = parse_yaml(fh)
+    raw = read_engine_file(path)
     if not isinstance(raw, dict) or not isinstance(raw.get("flags"), dict):
         raise LaunchError(f"{path.name} is not a flag vocabulary (no 'flags' mapping)")
     flags = {name: _flag_spec(name, entry or {}) for name, entry in raw["flags"].items()}

@@ -515,22 +515,33 @@ def test_no_checkpoint_plan_fails_alike_on_every_gpu_and_layout(model: str, cata
     assert failing
 
 
-def test_start_up_reads_every_engine_vocabulary_a_request_would_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    # launch.warm_up (called by start-up) reads each engine file, for the launch renderer and for the engine
-    # defaults: after it, rendering a launch and resolving defaults for every engine version read no file
+def test_start_up_reads_every_engine_vocabulary_a_request_would_read(monkeypatch: pytest.MonkeyPatch,
+                                                                    catalog: Catalog) -> None:
+    # launch.warm_up (called by start-up) reads each engine file once, for the launch renderer and the engine
+    # defaults alike: after it, rendering a launch and resolving defaults for every engine version read no file
+    from gpu_catalog.loader import load_cost_constants
     from service.core import engine_defaults, launch
 
     launch._load_vocabulary.cache_clear()
-    engine_defaults._vocab.cache_clear()
+    engine_defaults.read_engine_file.cache_clear()
+    parsed: list[Any] = []
+    parse = engine_defaults.parse_yaml
+
+    def counted(stream: Any) -> Any:
+        parsed.append(stream)
+        return parse(stream)
+
+    monkeypatch.setattr(engine_defaults, "parse_yaml", counted)
     read = launch.warm_up()
     versions = [(e, v) for e in ("vllm", "trtllm") for v in engine_defaults.known_versions(e)]
     assert read == len(versions) >= 3
+    assert len(parsed) == read                  # each file parsed once, for the renderer and the defaults
 
     def no_file(_stream: Any) -> Any:
         raise AssertionError("a vocabulary file was read after start-up")
 
-    monkeypatch.setattr(launch, "parse_yaml", no_file)
     monkeypatch.setattr(engine_defaults, "parse_yaml", no_file)
+    constants, gpu = load_cost_constants(), next(g for g in catalog.gpus if g.id == "h100-sxm")
     for engine, version in versions:
         assert vocabulary(engine, version).flags
-        assert engine_defaults.vocab_file(engine, version)
+        assert engine_defaults.resolve(engine, version, gpu, constants).max_num_seqs > 0
