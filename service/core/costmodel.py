@@ -707,14 +707,23 @@ def _solve_parts(mode: int, n: int, inputs: Callable[[int, int], tuple[NDArray[n
         if finish is not None:
             finish(a, b, out[0, a:b], out[1, a:b], out[2, a:b], out[3, a:b], out[4, a:b], over[a:b])
 
-    parts = min(_CORES, n // _SPLIT_MIN_CANDIDATES)
-    if parts <= 1:
+    chunks = min(_CORES * _CHUNKS_PER_CORE, n // _SPLIT_MIN_CANDIDATES)
+    if _CORES <= 1 or chunks <= 1:
         part(0, n)
     else:
-        cut = [n * k // parts for k in range(parts + 1)]
-        rest = [_solver_pool().submit(part, a, b) for a, b in itertools.pairwise(cut[1:])]
-        part(0, cut[1])
-        for f in rest:
+        # the caller's thread and the pool's take chunks in turn until none is left: a thread the machine does
+        # not run for a while (other processes on the cores) holds up at most the chunk it has begun, not a
+        # fixed share of the solve
+        cut = [n * k // chunks for k in range(chunks + 1)]
+        taken = itertools.count()          # next() on it is atomic under the GIL
+
+        def drain() -> None:
+            while (k := next(taken)) < chunks:
+                part(cut[k], cut[k + 1])
+
+        helpers = [_solver_pool().submit(drain) for _ in range(min(_CORES, chunks) - 1)]
+        drain()
+        for f in helpers:
             f.result()
     return out[0], out[1], out[2], out[3], out[4], over
 
@@ -746,7 +755,12 @@ def usable_cores() -> int:
 # Serving solves of at least twice this many candidates are split over the cores the process may run on: a
 # part of ~1000 candidates takes ~0.35 ms (~340 ns each on the solves captured from search_speed), several
 # times the ~66 us of handing a task to a pool thread and back (median, measured on the 2-core machine).
+# Chunks per core: with two busy processes beside it on the 2-core machine, the 243 solves of the 24
+# search_speed requirements took a steady 225-241 ms (median of 9, three runs) in two chunks per core, and
+# 217-381 ms in one per core, where the caller waited on a thread the machine had set aside; unloaded, two
+# per core cost ~5% (best of 9: 151-158 vs 145-152 ms).
 _SPLIT_MIN_CANDIDATES = 1024
+_CHUNKS_PER_CORE = 2
 _CORES = usable_cores()
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()

@@ -293,10 +293,11 @@ def test_a_candidates_solve_does_not_depend_on_the_others_in_its_call(mode: str)
 
 
 def test_a_solve_split_over_threads_gives_the_one_calls_figures(monkeypatch: pytest.MonkeyPatch) -> None:
-    # ServeInputs.solve splits many candidates over the cores (three parts here, whatever this machine has):
-    # the parts, put back together, must be the single call's answer in the candidates' order
+    # ServeInputs.solve splits many candidates into chunks that the threads of three cores take in turn
+    # (whatever this machine has): the chunks, put back together, must be the single call's answer in the
+    # candidates' order
     monkeypatch.setattr(costmodel, "_CORES", 3)
-    loads = np.geomspace(0.05, 3000, 3 * costmodel._SPLIT_MIN_CANDIDATES + 17)
+    loads = np.geomspace(0.05, 3000, 5 * costmodel._SPLIT_MIN_CANDIDATES + 17)
     static = static_terms(TABLES, cand("meta-llama/Llama-3.1-8B-Instruct", "l4", mode="concurrency", load=loads))
     inputs = ServeInputs.of(static, PARAMS)
     split = inputs.solve(MODES["concurrency"])
@@ -313,9 +314,11 @@ def test_a_solve_split_over_threads_gives_the_one_calls_figures(monkeypatch: pyt
     finished: dict[int, tuple[int, list[np.ndarray]]] = {}
     picked = inputs.solve_at(idx, replicas, 50.0, MODES["concurrency"],
                              lambda a, b, *part: finished.setdefault(a, (b, [p.copy() for p in part])))
-    # each part handed on once, in its own thread, with its slice of the answer
+    # each chunk handed on once, by the thread that solved it, with its slice of the answer: six chunks (two per
+    # core; the 6,165 candidates make six of at least _SPLIT_MIN_CANDIDATES)
     bounds = sorted((a, b) for a, (b, _) in finished.items())
-    assert len(bounds) == 3 and [a for a, _ in bounds] == [0] + [b for _, b in bounds[:-1]]
+    assert len(bounds) == 3 * costmodel._CHUNKS_PER_CORE == 6
+    assert [a for a, _ in bounds] == [0] + [b for _, b in bounds[:-1]]
     assert bounds[-1][1] == len(idx)
     for a, (b, part) in finished.items():
         for got, whole_answer in zip(part, picked, strict=True):
