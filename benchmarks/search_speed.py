@@ -104,10 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     # build what later ones reuse (the table of allowed layouts, kept per calibration); the figures above are
     # of the rounds after it
     cold = np.asarray(first) * 1e3
+    which = " (the server's first request)" if int(np.argmax(cold)) == 0 else ""
     print(f"warm-up round (each requirement's first request, in order): p50 {np.percentile(cold, 50):.1f} ms, "
-          f"max {cold.max():.1f} ms (the server's first request)" if int(np.argmax(cold)) == 0 else
-          f"warm-up round (each requirement's first request, in order): p50 {np.percentile(cold, 50):.1f} ms, "
-          f"max {cold.max():.1f} ms")
+          f"max {cold.max():.1f} ms{which}")
     return 0
 
 

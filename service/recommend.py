@@ -213,10 +213,7 @@ class Units:
     count: built once per request and shared by its searches (the answer, the account of an infeasible
     one, the relaxations of the load and of the budget)."""
 
-    layouts: Layouts
-    lay: NDArray[np.int64]                  # per layout: GPU, weight dtype, KV dtype (indices), TP, PP
-    dset: F                                 # per layout: default seqs, tokens, memory fraction, budget kind
-    price: F                                # per layout: USD per GPU-hour (NaN: no public price)
+    table: LayoutTable                      # the allowed layouts, engine defaults, prices, parameters
     fits_min: NDArray[np.bool_]             # per layout: holds the weights at the smallest settings
     li: NDArray[np.int64]                   # per unit: its layout
     seqs: F
@@ -333,8 +330,8 @@ class Recommender:
         un = memo[key]
         if un is None:
             return self._empty(Layouts())
-        layouts = un.layouts
-        lay, li_s, m = un.lay, un.li, len(un.li)
+        layouts = un.table.layouts
+        lay, li_s, m = un.table.lay, un.li, len(un.li)
         per_layout_gpus = lay[:, 3] * lay[:, 4]
         reps_grid = REPLICAS
         rep_ok = reps_grid[None, :] * per_layout_gpus[:, None] <= max_gpus
@@ -342,7 +339,7 @@ class Recommender:
             rep_ok &= reps_grid[None, :] <= max(load, 1.0)
         generated = int(rep_ok.sum()) * N_SETTINGS
         options = rep_ok.sum(axis=1)[li_s]          # replica options of each unit: a prefix of the grid
-        price = un.price
+        price = un.table.price
         osl_1 = wl.output_tokens - 1
         q = QUANTILES.get(ap.percentile)
         solved = un.solves.get((load, q))
@@ -391,7 +388,7 @@ class Recommender:
                 usd_m = usd_h / (out_tok_s * S_PER_HOUR) * TOKENS_PER_MILLION
             return Scored(
                 context_tok=wl.context_tokens, layout=li_c, layouts=layouts, replicas=reps, seqs=seqs_c, tokens=toks_c,
-                frac=un.dset[li_c, 2], n_gpus=n_gpus, usd_h=usd_h, fits=fits,
+                frac=un.table.dset[li_c, 2], n_gpus=n_gpus, usd_h=usd_h, fits=fits,
                 ttft_ms=ttft * MS_PER_S, tpot_ms=tpot * MS_PER_S, e2e_ms=(ttft + osl_1 * tpot) * MS_PER_S,
                 out_tok_s=out_tok_s, usd_per_m=usd_m, overloaded=overloaded, generated=generated, scored=n,
                 solved=len(sel))
@@ -500,8 +497,8 @@ class Recommender:
         table = self._layout_table(model, versions, gpus, wds, kvs, max_gpus, multi_node)
         if table is None:
             return None
-        layouts, lay, dset, price, lay_params = table.layouts, table.lay, table.dset, table.price, table.params
-        L = len(layouts)
+        lay, dset = table.lay, table.dset
+        L = len(table.layouts)
         # settings grid per layout: the engine default and the grid values
         seq_opts = [dset[:, 0]] + [np.full(L, float(v)) for v in MAX_NUM_SEQS_GRID]
         tok_opts = [dset[:, 1]] + [np.full(L, float(v)) for v in MAX_BATCHED_TOKENS_GRID]
@@ -532,16 +529,14 @@ class Recommender:
         # inputs but two, and the latency floors of one request alone (as a static batch of one: its prompt's
         # prefill, then decode steps of one sequence; the same at any replica count). Per unit, what the
         # settings decide: the memory that is left for the KV cache, hence what fits and the batch it holds.
-        params = Params.from_matrix(lay_params)
+        params = Params.from_matrix(table.params)
         sm = step_model(static, params)
         cap = capacity(tables, candidates(lay, dset, m_idx, wl, li_s, seqs_s, toks_s, np.ones(m), np.ones(m)),
                        static.weights[li_s], static.overhead[li_s], static.runnable[li_s], static.seq_full[li_s],
                        static.seq_mean[li_s])
-        inputs = ServeInputs.of(static, params, sm).expand(li_s, np.ones(m), cap_mean=cap.cap_mean,
-                                                           max_batched_tok=toks_s)
-        return Units(layouts=layouts, lay=lay, dset=dset, price=price, fits_min=fits_min, li=li_s, seqs=seqs_s,
-                     toks=toks_s, mode=MODES[wl.mode], inputs=inputs,
-                     ttft_lb_s=(params.ttft_fixed_s + sm.prefill_alone_s)[li_s],
+        inputs = ServeInputs.of(static, params, sm).expand(li_s, cap_mean=cap.cap_mean, max_batched_tok=toks_s)
+        return Units(table=table, fits_min=fits_min, li=li_s, seqs=seqs_s, toks=toks_s, mode=MODES[wl.mode],
+                     inputs=inputs, ttft_lb_s=(params.ttft_fixed_s + sm.prefill_alone_s)[li_s],
                      tpot_lb_s=sm.decode_step(np.ones(L))[0][li_s], fits=cap.fits)
 
     def _layout_table(self, model: ModelSpec, versions: dict[str, str], gpus: list[str], wds: list[str],
@@ -603,7 +598,7 @@ class Recommender:
                 segments += [(e, v, g, w) for w in ok_w]
                 k_idx += ok_k_idx
                 tp_pp += pairs
-                d = self.advisor.defaults(e, v, gpu)
+                d = adv.defaults(e, v, gpu)
                 block_settings.append((float(d.max_num_seqs), float(d.max_num_batched_tokens), d.mem_fraction,
                                        d.budget))
                 block_price.append(gpu.price_usd_per_gpu_hour or np.nan)

@@ -104,12 +104,16 @@ def simulate_deployment(static: Static, params: Params, dep: Deployment, wl: Wor
                 lengths(wl.output_tokens, wl.output_distribution), requests=requests, seed=opts.seed)
     scheduler = VLLM_SCHEDULER if vllm else TRTLLM_SCHEDULER.format(
         chunking="prompts chunked" if chunked else "whole prompts only (enable_chunked_prefill: false)")
+
+    def run() -> SimResult:
+        return simulate(replica(static, params, 0, chunked_prefill=chunked, reserve_full=not vllm), load)
+
     if memo is None:
-        result = simulate(replica(static, params, 0, chunked_prefill=chunked, reserve_full=not vllm), load)
+        result = run()
     else:
         key = (simulation_key(static, params), chunked, not vllm, load)
         if key not in memo:
-            memo[key] = simulate(replica(static, params, 0, chunked_prefill=chunked, reserve_full=not vllm), load)
+            memo[key] = run()
         result = memo[key]
     return Simulation(result, share, scheduler, wl.mode,
                       wl.input_distribution is None and wl.output_distribution is None)

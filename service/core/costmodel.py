@@ -538,11 +538,7 @@ class StepModel:
     def decode_step(self, batch: F, ctx_tok: F | None = None) -> tuple[F, F]:
         """Replica step time with ``batch`` sequences decoding at mean context ``ctx_tok`` (default: the
         workload's, input + output / 2); and its compute share. Broadcasts ``batch`` against ``ctx_tok``."""
-        if ctx_tok is None:
-            seq_s, flop_s_seq = self.seq_s, self.flop_s_seq
-        else:
-            seq_s = self.s.kv_seq_bytes(ctx_tok) / self.bw_bytes_s
-            flop_s_seq = self.s.dec_flops(ctx_tok) / (self.s.n_gpu * self.gemm_rate_flops_s)
+        seq_s, flop_s_seq = (self.seq_s, self.flop_s_seq) if ctx_tok is None else self.context_terms(ctx_tok)
         pp = self.pp
         b = np.maximum(batch / pp, 1e-9)                     # micro-batch per pipeline stage
         # expected share of experts the batch routes to: 1 - P(an expert is missed by all b tokens)
@@ -552,6 +548,12 @@ class StepModel:
         t_cmp = b * flop_s_seq
         stage = _smooth_max(t_mem, t_cmp) + self.comm_fixed_s + b * self.comm_seq_s
         return pp * stage + self.step_fixed_s, t_cmp / (t_cmp + t_mem)
+
+    def context_terms(self, ctx_tok: F) -> tuple[F, F]:
+        """At mean context ``ctx_tok``: the time to read one sequence's KV cache, and the compute of one decoded
+        token (``seq_s`` and ``flop_s_seq`` at the workload's mean context)."""
+        return (self.s.kv_seq_bytes(ctx_tok) / self.bw_bytes_s,
+                self.s.dec_flops(ctx_tok) / (self.s.n_gpu * self.gemm_rate_flops_s))
 
     def prefill_tok_s(self, prompt_tok: F) -> F:
         """Marginal replica time of one token of a ``prompt_tok``-token prompt carried by a decode step
@@ -631,12 +633,11 @@ _ROW = {name: k for k, name in enumerate(KERNEL_INPUTS)}
 @dataclass
 class ServeInputs:
     """``_serve_kernel``'s inputs of some candidates, a row per input (``KERNEL_INPUTS``) and a column per
-    candidate, with their replica counts: built once, solved at any load or replica count by ``solve``
-    without the step model again (the recommendation search solves its units at many replica counts)."""
+    candidate: built once, solved at any load or replica count (``solve_at``) without the step model again
+    (the recommendation search solves its units at many replica counts)."""
 
     moe: NDArray[np.bool_]
     rows: F                                     # (len(KERNEL_INPUTS), n), C-ordered: each row is contiguous
-    replicas: F
 
     @classmethod
     def of(cls, s: Static, p: Params, sm: StepModel | None = None) -> ServeInputs:
@@ -648,27 +649,25 @@ class ServeInputs:
                                sm.flop_s_seq, sm.comm_fixed_s, sm.comm_seq_s, sm.step_fixed_s, p.step_overhead_s,
                                p.ttft_fixed_s, p.wave)):
             rows[k] = v
-        return cls(moe=np.array(np.broadcast_to(sm.moe, (n,)), dtype=np.bool_), rows=rows,
-                   replicas=np.array(np.broadcast_to(s.replicas, (n,)), dtype=np.float64))
+        return cls(moe=np.array(np.broadcast_to(sm.moe, (n,)), dtype=np.bool_), rows=rows)
 
     def row(self, name: str) -> F:
         return self.rows[_ROW[name]]
 
     def take(self, idx: NDArray[np.int64], replicas: F, load: float) -> ServeInputs:
         """Candidates ``idx`` at ``replicas`` each (at least one) sharing ``load``."""
-        reps = np.maximum(replicas, 1.0)
-        return self.expand(idx, reps, per_replica=load / reps)
+        return self.expand(idx, per_replica=load / np.maximum(replicas, 1.0))
 
-    def expand(self, idx: NDArray[np.int64], replicas: F, **rows: F) -> ServeInputs:
-        """Candidates ``idx`` (repeats allowed) at ``replicas``, with the inputs named in ``rows`` set."""
-        out = ServeInputs(moe=self.moe[idx], rows=np.take(self.rows, idx, axis=1), replicas=replicas)
+    def expand(self, idx: NDArray[np.int64], **rows: F) -> ServeInputs:
+        """Candidates ``idx`` (repeats allowed), with the inputs named in ``rows`` set."""
+        out = ServeInputs(moe=self.moe[idx], rows=np.take(self.rows, idx, axis=1))
         for name, v in rows.items():
             out.rows[_ROW[name]] = v
         return out
 
     def solve(self, mode_value: int) -> tuple[F, F, F, F, F, NDArray[np.bool_]]:
         """``_serve_kernel``'s answer (batch, TTFT, TPOT, requests/s per replica, compute share, overloaded)."""
-        return _solve_parts(int(mode_value), len(self.replicas), lambda a, b: (self.moe[a:b], self.rows[:, a:b]))
+        return _solve_parts(int(mode_value), len(self.moe), lambda a, b: (self.moe[a:b], self.rows[:, a:b]))
 
     def solve_at(self, idx: NDArray[np.int64], replicas: F, load: float, mode_value: int,
                  finish: Finish | None = None) -> tuple[F, F, F, F, F, NDArray[np.bool_]]:
@@ -802,8 +801,7 @@ def warm_up() -> float:
     t0 = time.perf_counter()
     ones = np.ones(1)
     _serve_kernel(MODE_CONCURRENCY, np.zeros(1, dtype=np.bool_), *([ones] * 19))
-    ServeInputs(moe=np.zeros(1, dtype=np.bool_), rows=np.ones((len(KERNEL_INPUTS), 1)), replicas=ones).solve(
-        MODE_CONCURRENCY)
+    ServeInputs(moe=np.zeros(1, dtype=np.bool_), rows=np.ones((len(KERNEL_INPUTS), 1))).solve(MODE_CONCURRENCY)
     return time.perf_counter() - t0
 
 

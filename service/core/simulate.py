@@ -196,7 +196,7 @@ class Stat:
         # cumulative weight whatever its order) and the mean is order-free: no stable sort needed
         order = np.argsort(x)
         xs, cw = x[order], np.cumsum(weights[order])
-        at = np.searchsorted(cw, np.asarray(list(QUANTILES.values())) * cw[-1], side="left")
+        at = np.searchsorted(cw, _Q * cw[-1], side="left")
         q = xs[np.minimum(at, len(xs) - 1)]
         return cls(float(np.dot(x, weights) / cw[-1]), *(float(v) for v in q))
 
@@ -225,9 +225,10 @@ class SimResult:
     saturated: bool              # Poisson load above what the replica completes: the queue grew all run
 
 
-def table_grid(sm: StepModel, ctx_lo_tok: float, ctx_hi_tok: float) -> tuple[float, float, F]:
+def table_grid(sm: StepModel, ctx_lo_tok: float, ctx_hi_tok: float) -> tuple[float, float, F, float, float, float]:
     """The step table's grid for mean contexts ``ctx_lo_tok``..``ctx_hi_tok``: its first and last points in
-    attended layer-tokens, and the contexts of its points."""
+    attended layer-tokens, the contexts of its points, and the full-attention layers, sliding-window layers
+    and window (inf: none) it is measured in."""
     s = sm.s
     full, win_l = float(s.full_layers[0]), float(s.window_layers[0])
     win = float(s.window_tok[0]) or math.inf
@@ -240,25 +241,22 @@ def table_grid(sm: StepModel, ctx_lo_tok: float, ctx_hi_tok: float) -> tuple[flo
         ctx = np.where(u <= u_win, u / (full + win_l), win + (u - min(u_win, u_hi)) / max(full, 1e-30))
     else:
         ctx = u / (full + win_l)
-    return u_lo, u_hi, ctx
+    return u_lo, u_hi, ctx, full, win_l, win
 
 
 def decode_table(sm: StepModel, b_top: int, ctx_lo_tok: float, ctx_hi_tok: float) -> StepTable:
     """Decode step times of one candidate (``sm``: one-row arrays) for batches 0..``b_top`` at mean contexts
     from ``ctx_lo_tok`` to ``ctx_hi_tok``, on an even grid of attended layer-tokens (``table_grid``)."""
-    s = sm.s
-    u_lo, u_hi, ctx = table_grid(sm, ctx_lo_tok, ctx_hi_tok)
-    # sm.decode_step(batch, ctx) over the grid, compiled: the per-context terms as decode_step computes them
-    seq_s = s.kv_seq_bytes(ctx) / sm.bw_bytes_s
-    flop_s_seq = s.dec_flops(ctx) / (s.n_gpu * sm.gemm_rate_flops_s)
+    u_lo, u_hi, ctx, full, win_l, win = table_grid(sm, ctx_lo_tok, ctx_hi_tok)
+    # sm.decode_step(batch, ctx) over the grid, compiled, from the per-context terms decode_step uses
+    seq_s, flop_s_seq = sm.context_terms(ctx)
     pp, dense_s, expert_s, log_miss, comm_fixed_s, comm_seq_s, step_fixed_s = (
         float(np.ravel(v)[0]) for v in (sm.pp, sm.dense_s, sm.expert_s, sm.log_miss, sm.comm_fixed_s, sm.comm_seq_s,
                                         sm.step_fixed_s))
     rows = decode_rows(int(b_top), pp, dense_s, expert_s, log_miss, bool(np.ravel(sm.moe)[0]), seq_s, flop_s_seq,
                        comm_fixed_s, comm_seq_s, step_fixed_s)
     return StepTable(rows=rows, u_lo=u_lo, inv_du=(CTX_GRID_POINTS - 1) / (u_hi - u_lo),
-                     full_layers=float(s.full_layers[0]), window_layers=float(s.window_layers[0]),
-                     window_tok=float(s.window_tok[0]) or math.inf)
+                     full_layers=full, window_layers=win_l, window_tok=win)
 
 
 def request_costs(sm: StepModel, isl: NDArray[np.int64]) -> tuple[F, F, F]:
