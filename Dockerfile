@@ -2,7 +2,7 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY . /app
 # Editable install: the Alembic migrations are read from /app/migrations at start-up.
-RUN pip install --no-cache-dir -e .
+RUN pip install --no-cache-dir -c constraints.txt -e .
 # Compile the numba kernels (serving solve, scheduler simulation, Pareto sweep) into their on-disk cache now,
 # not at start-up.
 RUN python -c "from service.core import costmodel, scheduler, search; costmodel.warm_up(); scheduler.warm_up(); search.warm_up()"
