@@ -170,6 +170,16 @@ class Explanation(BaseModel):
     relaxations: list[Relaxation]
 
 
+class Links(BaseModel):
+    self: str = Field(description="this answer again: GET it")
+    pareto_svg: str = Field(description="this answer's Pareto front as an SVG picture: GET it "
+                            "(?cost=usd_per_million_output_tokens for cost per token)")
+
+    @classmethod
+    def of(cls, rec_id: str) -> Links:
+        return cls(self=f"/v1/recommendations/{rec_id}", pareto_svg=f"/v1/recommendations/{rec_id}/pareto.svg")
+
+
 class RecommendationResponse(BaseModel):
     id: str
     feasible: bool
@@ -182,3 +192,4 @@ class RecommendationResponse(BaseModel):
     explanation: Explanation | None = None
     calibration_version: int | None
     notes: list[str] = Field(default_factory=list)
+    links: Links | None = Field(default=None, description="related resources, paths relative to the service")
