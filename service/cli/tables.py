@@ -71,11 +71,11 @@ def batch_job(job: dict[str, Any]) -> str:
                 if job.get("deadline_hours") else "")]
     s = job.get("smallest")
     if s:
+        d, j = s["deployment"], s["job"]
         where = f"rank {s['rank']}" if s.get("rank") else "not in the ranking above"
-        lines.append(f"smallest deployment meeting the deadline: {s['gpu_count']} GPU(s), {layout(s['deployment'])} "
-                     f"{s['deployment']['weight_dtype']} {s['deployment']['engine']} ({where}): "
-                     f"{s['hours']:.2f} h, ${s['usd']:,.2f}" if s.get("usd") is not None else
-                     f"smallest deployment meeting the deadline: {s['gpu_count']} GPU(s) ({where}): {s['hours']:.2f} h")
+        money = "no public price" if j.get("usd") is None else f"${j['usd']:,.2f}"
+        lines.append(f"smallest deployment meeting the deadline: {s['gpu_count']} GPU(s), {layout(d)} "
+                     f"{d['weight_dtype']}/{d['kv_dtype']} {d['engine']} ({where}): {j['hours']:.2f} h, {money}")
     return "\n".join(lines)
 
 

@@ -212,3 +212,17 @@ def test_url_errors_exit_1_with_the_detail(served: str) -> None:
     closed = free_port()
     r = command("gpus", "--url", f"http://127.0.0.1:{closed}")
     assert r.returncode == 1 and "cannot reach" in r.stderr
+
+
+def test_batch_job_flags_and_table(db_env: dict[str, str], client: TestClient) -> None:
+    flags = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--scenario", "batch", "--input-tokens", "1024",
+             "--output-tokens", "256", "--offline", "--num-requests", "10000000", "--deadline-hours", "24"]
+    r = invoke(db_env, "recommend", *flags)
+    assert r.exit_code == 0, r.stderr
+    ans = client.post("/v1/recommendations", json={
+        "model": "meta-llama/Llama-3.1-8B-Instruct", "scenario": "batch", "sla": {"deadline_hours": 24},
+        "workload": {"input_tokens": 1024, "output_tokens": 256, "offline": True, "num_requests": 10**7}}).json()
+    s = ans["batch_job"]["smallest"]
+    assert "batch job: 10,000,000 requests, 2,560,000,000 output tokens, deadline 24.0 h" in r.stdout
+    assert f"smallest deployment meeting the deadline: {s['gpu_count']} GPU(s)" in r.stdout
+    assert f"{s['job']['hours']:.2f} h" in r.stdout
