@@ -61,8 +61,8 @@ class Axis:
             steps = (1, 2, 5) if len(decades) <= 3 else (1,)
             return [m * 10.0**d for d in decades for m in steps if self.lo <= m * 10.0**d <= self.hi]
         step = _nice_step(self.hi - self.lo)
-        n = round((self.hi - self.lo) / step)
-        return [self.lo + k * step for k in range(n + 1)]
+        first = math.ceil(self.lo / step - 1e-9)
+        return [k * step for k in range(first, math.floor(self.hi / step + 1e-9) + 1)]
 
 
 def _one_two_five(v: float, down: bool) -> float:

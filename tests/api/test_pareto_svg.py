@@ -109,6 +109,7 @@ def test_axes_cover_their_values_with_ticks_inside() -> None:
     assert log.share(2) == 0 and log.share(1000) == 1 and log.share(20) == pytest.approx(1 / (3 - math.log10(2)))
     lin = Axis.over([2.0, 3.5])
     assert not lin.log and lin.lo <= 2.0 and lin.hi >= 3.5
+    assert Axis.over([97.0, 190.0]).ticks() == [100, 150, 200]       # round values, not steps from the edge
     for axis in (log, lin):
         ticks = axis.ticks()
         assert len(ticks) >= 3 and all(axis.lo <= t <= axis.hi for t in ticks)
