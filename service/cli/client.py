@@ -63,9 +63,11 @@ def problem_text(r: httpx.Response) -> str:
     field = body.get("field")
     if field:
         extra.append("field: " + (".".join(str(f) for f in field) if isinstance(field, list) else str(field)))
-    if body.get("valid"):
-        extra.append("valid: " + ", ".join(str(v) for v in body["valid"]))
-    return f"{head}: {body.get('detail', '')}" + (f" ({'; '.join(extra)})" if extra else "")
+    detail = str(body.get("detail", ""))
+    valid = ", ".join(str(v) for v in body.get("valid") or [])
+    if valid and valid not in detail:
+        extra.append(f"valid: {valid}")
+    return f"{head}: {detail}" + (f" ({'; '.join(extra)})" if extra else "")
 
 
 async def call(client: httpx.AsyncClient, method: str, path: str, body: Any = None,

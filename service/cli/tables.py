@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+# The memory_per_gpu_gb fields in GB (the object also carries per-token figures in other units).
+MEMORY_GB_FIELDS = ("weights", "kv_cache", "activations", "overhead", "total", "capacity")
+
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Columns padded to their widest cell; numbers right-aligned; None as '-'."""
@@ -91,7 +94,7 @@ def prediction(ans: dict[str, Any]) -> str:
         out += ["", table(["figure", "value"], rows)]
     m = ans.get("memory_per_gpu_gb")
     if m:
-        out += ["", "memory per GPU, GB: " + ", ".join(f"{k} {v}" for k, v in m.items())]
+        out += ["", "memory per GPU, GB: " + ", ".join(f"{k} {m[k]}" for k in MEMORY_GB_FIELDS if k in m)]
     launch = ans.get("launch") or {}
     if launch.get("command"):
         out += ["", f"launch: {launch['command']}"]

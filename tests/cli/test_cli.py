@@ -121,6 +121,9 @@ def test_predict_json_is_the_services_answer(db_env: dict[str, str], client: Tes
     assert table.exit_code == 0, table.stderr
     figures = dict(line.split()[:2] for line in table.stdout.splitlines()[3:12] if len(line.split()) == 2)
     assert float(figures["output_tok_s"]) == pytest.approx(expected["predicted"]["output_tok_s"], abs=0.01)
+    mem = expected["memory_per_gpu_gb"]
+    assert f"memory per GPU, GB: weights {mem['weights']}, kv_cache {mem['kv_cache']}" in table.stdout
+    assert "kv_bytes_per_token" not in table.stdout              # not a GB figure
 
 
 def test_service_errors_exit_1_with_the_problem_on_stderr(db_env: dict[str, str]) -> None:
@@ -130,6 +133,9 @@ def test_service_errors_exit_1_with_the_problem_on_stderr(db_env: dict[str, str]
     r = invoke(db_env, "predict", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "l4",
                "--input-tokens", "10", "--output-tokens", "10")
     assert r.exit_code == 1 and "give exactly one of concurrency" in r.stderr
+    r = invoke(db_env, "recommend", *CHAT_8B_FLAGS, "--gpus", "h100-sxn")
+    assert r.exit_code == 1 and "field: constraints.gpus.0" in r.stderr
+    assert r.stderr.count("h100-sxm") == 1                      # the valid ids once, not again after the detail
 
 
 def test_usage_errors_exit_2(db_env: dict[str, str], tmp_path: Path) -> None:
