@@ -139,7 +139,7 @@ def recommend(file: str | None, model: str | None, input_tokens: int | None, out
               as_json: bool) -> None:
     """Ranked deployments for a model, workload and SLA (POST /v1/recommendations).
 
-    FILE.json is a request body (``-``: stdin); the flags set or override its fields."""
+    FILE.json is a request body ("-" reads it from stdin); the flags set or override its fields."""
     body = load_body(file)
     merge(body, "", model=model, scenario=scenario, objective=objective, top_k=top_k)
     workload_flags(body, input_tokens=input_tokens, output_tokens=output_tokens, concurrency=concurrency,
@@ -181,7 +181,7 @@ def predict(file: str | None, model: str | None, gpu: str | None, tp: int | None
             offline: bool | None, url: str | None, api_key: str | None, as_json: bool) -> None:
     """What one deployment does under one workload (POST /v1/predictions).
 
-    FILE.json is a request body (``-``: stdin); the flags set or override its fields."""
+    FILE.json is a request body ("-" reads it from stdin); the flags set or override its fields."""
     body = load_body(file)
     merge(body, "", model=model)
     merge(body, "deployment", gpu=gpu, tp=tp, pp=pp, replicas=replicas, weight_dtype=weight_dtype,

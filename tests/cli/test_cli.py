@@ -232,3 +232,10 @@ def test_batch_job_flags_and_table(db_env: dict[str, str], client: TestClient) -
     assert "batch job: 10,000,000 requests, 2,560,000,000 output tokens, deadline 24.0 h" in r.stdout
     assert f"smallest deployment meeting the deadline: {s['gpu_count']} GPU(s)" in r.stdout
     assert f"{s['job']['hours']:.2f} h" in r.stdout
+
+
+def test_body_from_stdin(db_env: dict[str, str], client: TestClient) -> None:
+    r = CliRunner().invoke(cli, ["recommend", "-", "--json"], input=json.dumps(CHAT_8B), env=db_env)
+    assert r.exit_code == 0, r.stderr
+    assert without_volatile(json.loads(r.stdout)) == without_volatile(
+        client.post("/v1/recommendations", json=CHAT_8B).json())
