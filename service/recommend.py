@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpu_catalog.schema import ModelSpec
-from service import verify
+from service import batch_jobs, verify
 from service.advisor import QUANTILES, Advisor, Analysed, Analyses, InvalidRequest, analytic_ttft_quantile_s
 from service.core import search
 from service.core.calibration import calibration_engine
@@ -249,7 +249,7 @@ def apply_scenario(req: RecommendationRequest) -> Applied:
     sla_given = req.sla.model_dump(exclude_none=True)
     sla = Sla(**{**preset.get("sla", {}), **sla_given})
     percentile = sla.percentile or ("p95" if req.scenario else "mean")
-    sla = sla.model_copy(update={"percentile": percentile})
+    sla = batch_jobs.with_deadline(sla.model_copy(update={"percentile": percentile}), req.workload)
     cons = req.constraints
     max_quality = cons.max_quality_loss or preset.get("max_quality_loss") or "noticeable"
     cons = cons.model_copy(update={"max_quality_loss": max_quality,
@@ -812,6 +812,14 @@ class Recommender:
                                        " candidates meet every constraint in the analytic model, but none can be "
                                        "offered: " + "; ".join(why[:3]))
                 explanation.main_obstacle = "launch" if skipped and not dropped else "simulated tail"
+        job = batch_jobs.job(req.workload, ap.sla)
+        if job is not None:
+            for r in recs:
+                r.job = batch_jobs.of_prediction(req.workload, r.predicted, r.cost, ap.sla.deadline_hours)
+            if ap.sla.deadline_hours is not None and recs:
+                job.smallest = batch_jobs.smallest(self, req, ap, stats_of, feasible, recs)
+            if explanation is not None:
+                explanation.relaxations += batch_jobs.deadline_relaxations(explanation.relaxations, req.workload)
         elapsed_ms = (time.perf_counter() - t0) * MS_PER_S
         stats = SearchStats(candidates=stats_of.generated, scored=stats_of.scored, solved=stats_of.solved,
                             feasible=len(feasible) if stats_of.feasible_total < 0 else stats_of.feasible_total,
@@ -829,7 +837,7 @@ class Recommender:
                 "mean: the analytic steady state" if ap.percentile == "mean" else
                 f"{ap.percentile}: analytic (simulation disabled); TTFT puts an exponential tail on the queueing "
                 "part of the mean TTFT, TPOT uses the mean (each request's TPOT averages many steps)"),
-            explanation=explanation, calibration_version=adv.cal.version,
+            explanation=explanation, calibration_version=adv.cal.version, batch_job=job,
             notes=[*(f"passed over {k}: {v}" for k, v in skipped.items()), *dropped])
 
     def deployment(self, s: Scored, i: int) -> Deployment:

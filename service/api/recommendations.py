@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import uuid
 from functools import lru_cache
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from service.advisor import Advisor, InvalidRequest
@@ -14,8 +15,9 @@ from service.api.predictions import as_problem
 from service.api.problems import ProblemError
 from service.db.models import RecommendationRecord
 from service.db.session import JSONText, transaction
+from service.pareto_svg import CostAxis, render
 from service.recommend import Recommender
-from service.schemas.recommendations import RecommendationRequest, RecommendationResponse
+from service.schemas.recommendations import Links, RecommendationRequest, RecommendationResponse
 
 router = APIRouter(prefix="/v1", tags=["recommendations"], dependencies=[Depends(require_read_key)])
 
@@ -45,6 +47,7 @@ async def recommend(body: RecommendationRequest, state: StateDep, request: Reque
         except InvalidRequest as exc:
             raise as_problem(exc) from exc
         answer.id = str(uuid.uuid4())
+        answer.links = Links.of(answer.id)
         if metrics is not None:
             metrics.candidates.inc(answer.search.candidates)
         # the answer as JSON at once, stored and sent as it is (the schema above documents it): FastAPI would
@@ -58,10 +61,29 @@ async def recommend(body: RecommendationRequest, state: StateDep, request: Reque
     return Response(content=await run_in_threadpool(answer_and_store), media_type="application/json")
 
 
-@router.get("/recommendations/{rec_id}", response_model=RecommendationResponse,
-            summary="A stored recommendation, as it was answered")
-def get_recommendation(rec_id: str, session: SessionDep) -> RecommendationResponse:
+def stored(session: SessionDep, rec_id: str) -> RecommendationResponse:
+    """A stored answer (its links made from its id: answers stored before they had links get them too)."""
     row = session.get(RecommendationRecord, rec_id)
     if row is None:
         raise ProblemError(404, "Not found", f"no recommendation with id '{rec_id}'", field=["id"])
-    return RecommendationResponse.model_validate(row.response)
+    answer = RecommendationResponse.model_validate(row.response)
+    answer.links = Links.of(answer.id)
+    return answer
+
+
+@router.get("/recommendations/{rec_id}", response_model=RecommendationResponse,
+            summary="A stored recommendation, as it was answered")
+def get_recommendation(rec_id: str, session: SessionDep) -> RecommendationResponse:
+    return stored(session, rec_id)
+
+
+@router.get("/recommendations/{rec_id}/pareto.svg", response_class=Response,
+            responses={200: {"content": {"image/svg+xml": {}}, "description": "the picture, SVG text"}},
+            summary="A stored recommendation's Pareto front as an SVG picture")
+def pareto_svg(rec_id: str, session: SessionDep,
+               cost: Annotated[CostAxis, Query(description="the cost axis: USD per hour of the deployment, or "
+                                               "USD per million output tokens")] = "usd_per_hour") -> Response:
+    """Two panels: cost against TTFT (at the answer's percentile) and cost against output tokens/s; the
+    search's Pareto-optimal deployments as circles, the recommendations as labelled diamonds (rank, GPU count x
+    GPU, weight/KV dtype, engine) at their predicted figures."""
+    return Response(content=render(stored(session, rec_id), cost), media_type="image/svg+xml")

@@ -11,6 +11,9 @@ MAX_TOKENS_PER_REQUEST = 10_000_000
 MAX_CONCURRENCY = 1_000_000
 MAX_REQUEST_RATE_PER_S = 1_000_000.0
 MAX_PARALLEL = 1024
+# Requests in one batch job, at most: 1e12 (a trillion requests, beyond any overnight job) keeps the job's
+# token total (x MAX_TOKENS_PER_REQUEST) far inside a float's exact integers.
+MAX_JOB_REQUESTS = 10**12
 
 
 class _Body(BaseModel):
@@ -71,7 +74,9 @@ class Workload(_Body):
         default=None, ge=2, le=MAX_TOKENS_PER_REQUEST,
         description="longest prompt + output the deployment must accept (sets max_model_len); "
         "default input_tokens + output_tokens")
-    num_requests: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY, description="offline: requests in the job")
+    num_requests: int | None = Field(default=None, ge=1, le=MAX_JOB_REQUESTS,
+                                     description="requests in the job (a batch job: its wall time and cost, "
+                                     "and sla.deadline_hours, are computed from it)")
     prefix_cache_hit_rate: float = Field(default=0.0, ge=0.0, le=1.0,
                                          description="share of prompt tokens served from the prefix cache")
     input_distribution: LengthDistribution | None = Field(

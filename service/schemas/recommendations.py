@@ -27,6 +27,9 @@ MAX_LIST = 64
 DEFAULT_MAX_GPUS = 64
 MAX_GPUS = 512
 
+# Longest job deadline accepted, hours (a year): a bound on input, not a model figure.
+MAX_DEADLINE_HOURS = 8760.0
+
 Percentile = Literal["mean", "p50", "p90", "p95", "p99"]
 Objective = Literal["min_cost", "max_throughput", "min_latency", "balanced"]
 Scenario = Literal["chat", "batch", "api"]
@@ -47,6 +50,10 @@ class Sla(_Body):
                                            description="generated tokens/s of the whole deployment, at least")
     percentile: Percentile | None = Field(default=None, description="which statistic the latency bounds apply "
                                           "to (default p95 with a scenario, else mean)")
+    deadline_hours: float | None = Field(
+        default=None, gt=0, le=MAX_DEADLINE_HOURS,
+        description="a batch job (workload.num_requests) must finish within this many hours: the deployment's "
+        "output tok/s must reach num_requests x output_tokens / (deadline_hours x 3600)")
 
 
 class Constraints(_Body):
@@ -105,6 +112,15 @@ class RecommendationRequest(ModelChoice):
     }]})
 
 
+class JobEstimate(BaseModel):
+    """A batch job (workload.num_requests) run on one deployment at its predicted throughput."""
+
+    hours: float | None = Field(description="wall time, hours: num_requests x output_tokens / output_tok_s / 3600 "
+                                "(null: beyond any float, at a vanishing throughput)")
+    usd: float | None = Field(description="cost, USD: hours x usd_per_hour (null without a public price)")
+    meets_deadline: bool | None = Field(description="hours <= sla.deadline_hours (null without a deadline)")
+
+
 class Recommendation(BaseModel):
     rank: int
     deployment: Deployment
@@ -118,6 +134,8 @@ class Recommendation(BaseModel):
     confidence: Confidence
     launch: Launch
     why: str
+    job: JobEstimate | None = Field(default=None, description="the batch job on this deployment (with "
+                                    "workload.num_requests)")
 
 
 class ParetoPoint(BaseModel):
@@ -155,7 +173,7 @@ class Closest(BaseModel):
 
 class Relaxation(BaseModel):
     kind: str = Field(description="ttft_ms | tpot_ms | e2e_ms | min_output_tok_s | concurrency | request_rate | "
-                      "max_usd_per_hour | max_gpus | weight_dtypes | gpus")
+                      "max_usd_per_hour | max_gpus | weight_dtypes | gpus | deadline_hours")
     value: Any
     detail: str
 
@@ -170,6 +188,39 @@ class Explanation(BaseModel):
     relaxations: list[Relaxation]
 
 
+class Links(BaseModel):
+    self: str = Field(description="this answer again: GET it")
+    pareto_svg: str = Field(description="this answer's Pareto front as an SVG picture: GET it "
+                            "(?cost=usd_per_million_output_tokens for cost per token)")
+
+    @classmethod
+    def of(cls, rec_id: str) -> Links:
+        return cls(self=f"/v1/recommendations/{rec_id}", pareto_svg=f"/v1/recommendations/{rec_id}/pareto.svg")
+
+
+class SmallestDeployment(BaseModel):
+    rank: int | None = Field(description="its rank among the recommendations, if listed there")
+    gpu_count: int
+    deployment: Deployment
+    output_tok_s: float = Field(description="predicted generated tokens/s, whole deployment")
+    usd_per_hour: float | None
+    job: JobEstimate
+
+
+class BatchJob(BaseModel):
+    """The job the workload states (workload.num_requests) and what its deadline asks."""
+
+    num_requests: int
+    output_tokens_total: int = Field(description="num_requests x output_tokens")
+    deadline_hours: float | None
+    min_output_tok_s: float | None = Field(description="the throughput the deadline needs, generated tokens/s: "
+                                           "output_tokens_total / (deadline_hours x 3600); the search's "
+                                           "min_output_tok_s bound is at least this")
+    smallest: SmallestDeployment | None = Field(
+        description="of the deployments the search found to meet every bound (the deadline among them), one "
+        "with the fewest GPUs (the objective breaks ties); null without a deadline or when none meets it")
+
+
 class RecommendationResponse(BaseModel):
     id: str
     feasible: bool
@@ -182,3 +233,6 @@ class RecommendationResponse(BaseModel):
     explanation: Explanation | None = None
     calibration_version: int | None
     notes: list[str] = Field(default_factory=list)
+    batch_job: BatchJob | None = Field(default=None, description="with workload.num_requests: the job, its "
+                                       "deadline's throughput and the smallest deployment that meets it")
+    links: Links | None = Field(default=None, description="related resources, paths relative to the service")
