@@ -19,6 +19,12 @@ ASSETS_URL = "/docs-assets"
 ASSETS_DIR = files("fastapi_offline") / "static"
 # Swagger UI shows a badge fetched from validator.swagger.io unless validatorUrl is null.
 SWAGGER_UI_PARAMETERS = {"validatorUrl": None}
+# The browser may load nothing from another origin: ReDoc's footer has a logo from cdn.redoc.ly (it falls back to
+# none when the image does not load). Inline script and style: both pages start from an inline script, and ReDoc
+# styles itself inline; ReDoc's search runs in a worker made from a blob: URL.
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+                           "img-src 'self' data:; font-src 'self' data:; worker-src 'self' blob:; "
+                           "connect-src 'self'; base-uri 'self'; form-action 'self'")
 
 
 def install(app: FastAPI, docs_url: str = "/docs", redoc_url: str = "/redoc") -> None:
@@ -33,14 +39,19 @@ def install(app: FastAPI, docs_url: str = "/docs", redoc_url: str = "/redoc") ->
     @app.get(docs_url, include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
         openapi_url, assets = urls(request)
-        return get_swagger_ui_html(
+        return _same_origin_only(get_swagger_ui_html(
             openapi_url=openapi_url, title=f"{title} - Swagger UI",
             swagger_js_url=f"{assets}/swagger-ui-bundle.js", swagger_css_url=f"{assets}/swagger-ui.css",
-            swagger_favicon_url=f"{assets}/favicon.png", swagger_ui_parameters=SWAGGER_UI_PARAMETERS)
+            swagger_favicon_url=f"{assets}/favicon.png", swagger_ui_parameters=SWAGGER_UI_PARAMETERS))
 
     @app.get(redoc_url, include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
         openapi_url, assets = urls(request)
-        return get_redoc_html(
+        return _same_origin_only(get_redoc_html(
             openapi_url=openapi_url, title=f"{title} - ReDoc", redoc_js_url=f"{assets}/redoc.standalone.js",
-            redoc_favicon_url=f"{assets}/favicon.png", with_google_fonts=False)
+            redoc_favicon_url=f"{assets}/favicon.png", with_google_fonts=False))
+
+
+def _same_origin_only(page: HTMLResponse) -> HTMLResponse:
+    page.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    return page

@@ -39,7 +39,12 @@ def test_every_asset_a_docs_page_references_is_served_by_the_app(client: TestCli
 
 def test_docs_pages_name_no_other_host(client: TestClient) -> None:
     for page in ("/docs", "/redoc"):
-        html = client.get(page).text
+        r = client.get(page)
+        html = r.text
+        # and the browser is told to load nothing from elsewhere (ReDoc's bundle has a logo on cdn.redoc.ly)
+        policy = r.headers["content-security-policy"]
+        assert "default-src 'self'" in policy and "img-src 'self' data:" in policy
+        assert not re.search(r"https?:|\*", policy), policy
         assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", html, re.IGNORECASE), page
         assert "fonts.googleapis" not in html and "cdn.jsdelivr" not in html
 
