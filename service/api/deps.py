@@ -47,10 +47,10 @@ def _matches(given: str, keys: list[str]) -> bool:
 
 async def require_write_key(state: StateDep, creds: BearerDep) -> str:
     keys = state.settings.write_keys()
+    if not keys:        # no key would be accepted: say so rather than ask for one
+        raise ProblemError(403, "Forbidden", "writes are disabled: the operator set no ADVISOR_API_KEY")
     if creds is None:
         raise ProblemError(401, "Unauthorized", "this endpoint needs 'Authorization: Bearer <key>'")
-    if not keys:
-        raise ProblemError(403, "Forbidden", "writes are disabled: the operator set no ADVISOR_API_KEY")
     if not _matches(creds.credentials, keys):
         raise ProblemError(403, "Forbidden", "the key is not valid for writes")
     # Who sent it, without storing the key: a short digest of it.
