@@ -330,6 +330,10 @@ class Launch(BaseModel):
 class PredictionResponse(BaseModel):
     fits: bool
     model: str
+    resolved_model: str | None = Field(
+        default=None, description="the catalog model whose architecture answered for `model` (e.g. "
+        "meta-llama/Llama-2-7b-chat-hf for meta-llama/Llama-2-7b-hf, which shares it); the inline name for a "
+        "model_spec")
     predicted: Predicted | None
     memory_per_gpu_gb: MemoryPerGpu
     cost: Cost

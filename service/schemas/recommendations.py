@@ -174,6 +174,10 @@ class RecommendationResponse(BaseModel):
     id: str
     feasible: bool
     model: str
+    resolved_model: str | None = Field(
+        default=None, description="the catalog model whose architecture answered for `model` (e.g. "
+        "meta-llama/Llama-2-7b-chat-hf for meta-llama/Llama-2-7b-hf, which shares it); the inline name for a "
+        "model_spec")
     recommendations: list[Recommendation]
     pareto: list[ParetoPoint]
     search: SearchStats
