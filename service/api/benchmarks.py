@@ -12,7 +12,14 @@ from pydantic import TypeAdapter, ValidationError
 from service.advisor import InvalidRequest
 from service.api.deps import StateDep, WriterDep
 from service.api.predictions import as_problem
-from service.api.problems import JSON_MEDIA_TYPE, ProblemError, empty_body, invalid_json, unsupported_media_type
+from service.api.problems import (
+    JSON_MEDIA_TYPE,
+    ProblemError,
+    empty_body,
+    invalid_json,
+    not_json_text,
+    unsupported_media_type,
+)
 from service.ingest.store import IngestConflict, store
 from service.ingest.validate import prepare, rows_from_csv
 from service.schemas.benchmarks import (
@@ -57,7 +64,7 @@ def parse_body(raw: bytes, content_type: str) -> RowsIngest | ToolIngest:
     except json.JSONDecodeError as exc:
         raise invalid_json(exc.msg, exc.doc, exc.pos) from exc
     except ValueError as exc:        # bytes that are not UTF-8, -16 or -32 text
-        raise ProblemError(422, "Malformed JSON", f"the body is not valid JSON: {exc}", field=["body"]) from exc
+        raise not_json_text(exc) from exc
     try:
         return _INGEST.validate_python(data)
     except ValidationError as exc:

@@ -63,6 +63,12 @@ def invalid_json(reason: str, doc: str | bytes, pos: int) -> ProblemError:
                         line=line, column=column)
 
 
+def not_json_text(exc: ValueError) -> ProblemError:
+    """Bytes that json.loads cannot even decode as text (not UTF-8, -16 or -32)."""
+    return ProblemError(422, "Malformed JSON", f"the body is not valid JSON: it is not UTF-8 text ({exc})",
+                        field=["body"], errors=[{"field": ["body"], "message": str(exc), "type": "json_invalid"}])
+
+
 def unsupported_media_type(content_type: str, valid: Sequence[str] = (JSON_MEDIA_TYPE,)) -> ProblemError:
     media = content_type.split(";")[0].strip().lower()
     given = f"not {media}" if media else "and this request names none"
@@ -136,6 +142,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # FastAPI's body reader answers 400 for any error but a JSONDecodeError; bytes that are not text are one
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+            return _answer(request, not_json_text(exc.__cause__))
         title = {404: "Not found", 405: "Method not allowed", 401: "Unauthorized", 403: "Forbidden",
                  413: "Request body too large"}.get(exc.status_code, "Error")
         return _problem(exc.status_code, title, str(exc.detail), request.url.path)

@@ -76,6 +76,14 @@ def test_malformed_json_names_line_and_column_not_an_offset_as_a_field(client: T
     assert "line 2, column 36" in body["detail"] and "not valid JSON" in body["detail"]
 
 
+@pytest.mark.parametrize("path", [*JSON_ROUTES, "/v1/benchmarks"])
+def test_bytes_that_are_not_text_are_malformed_json_not_a_400(client: TestClient, path: str) -> None:
+    # found by schemathesis: FastAPI's body reader answered 400 'There was an error parsing the body'
+    body = problem(client.post(path, content=b"\xa9f\x14\xe1`-", headers={**AUTH, "Content-Type": "application/json"}),
+                   422)
+    assert body["title"] == "Malformed JSON" and "not UTF-8 text" in body["detail"] and body["field"] == ["body"]
+
+
 def test_an_oversized_chunked_body_gets_413_not_400(client: TestClient) -> None:
     limit_bytes = Settings(database_url="sqlite://").max_body_bytes
     chunk = b" " * (1 << 20)
