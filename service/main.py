@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from service.api import benchmarks, calibration, catalog, health, operations, predictions, problems, recommendations
 from service.api import docs as offline_docs
+from service.api import openapi as truthful_openapi
 from service.settings import Settings, get_settings
 from service.startup import build_state
 
@@ -41,6 +42,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(benchmarks.router)
     app.include_router(calibration.router)
     benchmarks.install(app)
+    truthful_openapi.install(app, settings)
     return app
 
 
