@@ -70,7 +70,7 @@ def example(answer: Any, what: str, abridged_lists: bool = True) -> dict[str, An
 
 
 def first_request_example(model: type[Any]) -> dict[str, Any]:
-    examples: list[dict[str, Any]] = model.model_config["json_schema_extra"]["examples"]  # type: ignore[index]
+    examples: list[dict[str, Any]] = model.model_config["json_schema_extra"]["examples"]
     return examples[0]
 
 
@@ -142,7 +142,20 @@ def generate() -> dict[str, Any]:
         settings = Settings(database_url=f"sqlite:///{d}/examples.db", advisor_api_key=KEY, calibration_cv="off",
                             log_level="WARNING")
         with TestClient(create_app(settings)) as client:
-            return collect(client)
+            doc = collect(client)
+            doc["problems"]["503"] = [database_gone(client, Path(d) / "examples.db")]
+            return doc
+
+
+def database_gone(client: TestClient, db: Path) -> dict[str, Any]:
+    """The answer of a read that needs the database while the database is gone: its file moved away under the
+    running service (a new connection then opens an empty database, with none of the tables)."""
+    client.app.state.advisor.engine.dispose()          # type: ignore[attr-defined]
+    for f in db.parent.glob(db.name + "*"):            # the database and its -wal, -shm
+        f.rename(f.with_name("moved-" + f.name))
+    r = client.get("/v1/benchmarks", params={"limit": 1})
+    assert r.status_code == 503 and r.headers["content-type"] == "application/problem+json", r.text
+    return {"summary": "the database cannot be reached", "value": r.json()}
 
 
 VOLATILE_KEYS = {"id", "created_at", "elapsed_ms", "fit_s", "elapsed_s", "ingest_id", "measurement_ids", "instance"}
