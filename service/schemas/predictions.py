@@ -267,7 +267,7 @@ class Simulated(BaseModel):
                                          "every output is one token")
     itl_ms: LatencyStats | None = Field(description="every gap between consecutive tokens (token-weighted); null "
                                         "when every output is one token")
-    e2e_ms: LatencyStats = Field(description="request latency (first byte sent to last token), ms")
+    e2e_ms: LatencyStats = Field(description="request latency, from its arrival to its last token, ms")
     queue_ms: LatencyStats = Field(description="waiting for admission (a free slot, KV cache, token budget)")
     replica_output_tok_s: float = Field(description="generated tokens/s of one replica over the measured window")
     replica_requests_per_s: float = Field(
