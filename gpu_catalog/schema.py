@@ -37,29 +37,31 @@ class GpuSources(_Strict):
 
 class GpuSpec(_Strict):
     id: str = Field(description="lowercase slug, SPEC.md GPU id")
-    vendor: Literal["nvidia", "amd", "intel"]
-    name: str
-    architecture: Architecture
+    vendor: Literal["nvidia", "amd", "intel"] = Field(description="nvidia, amd or intel")
+    name: str = Field(description="the vendor's product name")
+    architecture: Architecture = Field(description="GPU architecture (decides which dtypes run natively)")
     compute_capability: str | None = Field(default=None, description="CUDA SM version or gfx target")
     memory_gb: float = Field(gt=0, description="device memory, GB (1e9 bytes) as the datasheet states")
-    memory_type: str
+    memory_type: str = Field(description="memory technology (HBM3, GDDR6, ...)")
     memory_bw_gb_s: float = Field(gt=0, description="peak memory bandwidth, GB/s")
     dense_tflops: dict[ComputeDtype, float] = Field(
         description="dense (no sparsity) tensor throughput per dtype, TFLOPS (TOPS for int8); "
         "a dtype that is absent has no native tensor-core path on this GPU")
-    fp32_tflops: float | None = Field(default=None, gt=0)
+    fp32_tflops: float | None = Field(default=None, gt=0, description="non-tensor FP32 throughput, TFLOPS")
     interconnect: Literal["nvlink", "nvlink-bridge", "pcie", "infinity-fabric", "roce"] = Field(
         description="the GPU-to-GPU link inside one node")
     interconnect_bw_gb_s_bidir: float = Field(
         gt=0, description="per-GPU GPU-to-GPU bandwidth, GB/s, both directions added (PCIe-only: the PCIe link)")
     pcie_bw_gb_s_bidir: float = Field(gt=0, description="host PCIe link, GB/s both directions added")
-    max_gpus_per_node: int = Field(ge=1, le=72)
+    max_gpus_per_node: int = Field(
+        ge=1, le=72, description="GPUs one server holds (tensor parallelism stays within a node)")
     nvlink_domain_gpus: int | None = Field(
         default=None, ge=1, description="GPUs that share the fast link (2 for a bridged pair; 72 for NVL72)")
-    tdp_w: float | None = Field(default=None, gt=0)
-    price_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
-    sources: GpuSources
-    notes: str = ""
+    tdp_w: float | None = Field(default=None, gt=0, description="board power, W")
+    price_usd_per_gpu_hour: float | None = Field(
+        default=None, gt=0, description="cloud price of one GPU, USD per hour (source: sources.price)")
+    sources: GpuSources = Field(description="where each group of figures comes from")
+    notes: str = Field(default="", description="remarks on the figures")
 
     @field_validator("id")
     @classmethod
@@ -82,32 +84,37 @@ class ModelSpec(_Strict):
 
     id: str = Field(description="canonical Hugging Face repo id")
     family: str = Field(description="slug shared by base/instruct/chat variants; the benchmark model_family")
-    name: str
+    name: str = Field(description="display name")
     aliases: list[str] = Field(default_factory=list, description="other HF repo ids of the same architecture")
     model_type: str = Field(description="config.json model_type")
-    num_layers: int = Field(ge=1)
-    hidden_size: int = Field(ge=1)
+    num_layers: int = Field(ge=1, description="transformer layers (config.json num_hidden_layers)")
+    hidden_size: int = Field(ge=1, description="model width, elements")
     intermediate_size: int = Field(ge=1, description="dense MLP width (of the dense layers for MoE)")
-    num_attention_heads: int = Field(ge=1)
-    num_kv_heads: int = Field(ge=1)
-    head_dim: int = Field(ge=1)
-    vocab_size: int = Field(ge=1)
+    num_attention_heads: int = Field(ge=1, description="query heads per layer")
+    num_kv_heads: int = Field(ge=1, description="key/value heads per layer (num_key_value_heads)")
+    head_dim: int = Field(ge=1, description="size of one attention head, elements")
+    vocab_size: int = Field(ge=1, description="vocabulary, tokens")
     max_position_embeddings: int = Field(ge=1, description="context window, tokens")
-    tie_word_embeddings: bool
+    tie_word_embeddings: bool = Field(description="the output projection shares the input embedding's weights")
     # Mixture of experts
-    num_experts: int | None = Field(default=None, ge=1)
-    num_shared_experts: int | None = Field(default=None, ge=0)
-    experts_per_token: int | None = Field(default=None, ge=1)
-    moe_intermediate_size: int | None = Field(default=None, ge=1)
-    first_k_dense_layers: int | None = Field(default=None, ge=0)
+    num_experts: int | None = Field(default=None, ge=1, description="MoE: routed experts per MoE layer (null: dense)")
+    num_shared_experts: int | None = Field(
+        default=None, ge=0, description="MoE: experts every token uses besides the routed ones")
+    experts_per_token: int | None = Field(default=None, ge=1, description="MoE: routed experts each token uses")
+    moe_intermediate_size: int | None = Field(default=None, ge=1, description="MoE: MLP width of one expert, elements")
+    first_k_dense_layers: int | None = Field(default=None, ge=0, description="MoE: leading layers with a dense MLP")
     # Multi-head latent attention (DeepSeek-V2/V3 style)
-    mla_kv_lora_rank: int | None = Field(default=None, ge=1)
-    mla_q_lora_rank: int | None = Field(default=None, ge=1)
-    mla_qk_rope_head_dim: int | None = Field(default=None, ge=1)
-    mla_qk_nope_head_dim: int | None = Field(default=None, ge=1)
-    mla_v_head_dim: int | None = Field(default=None, ge=1)
+    mla_kv_lora_rank: int | None = Field(
+        default=None, ge=1, description="MLA: rank of the compressed KV latent, elements")
+    mla_q_lora_rank: int | None = Field(default=None, ge=1, description="MLA: rank of the compressed query, elements")
+    mla_qk_rope_head_dim: int | None = Field(
+        default=None, ge=1, description="MLA: rotary part of each query/key head, elements")
+    mla_qk_nope_head_dim: int | None = Field(
+        default=None, ge=1, description="MLA: non-rotary part of each query/key head, elements")
+    mla_v_head_dim: int | None = Field(default=None, ge=1, description="MLA: value head size, elements")
     # Layers whose KV does not grow with the whole context
-    sliding_window_tokens: int | None = Field(default=None, ge=1)
+    sliding_window_tokens: int | None = Field(
+        default=None, ge=1, description="attention window of the sliding-window layers, tokens")
     sliding_window_layers: int | None = Field(
         default=None, ge=0, description="how many layers attend only to the sliding window")
     linear_attention_layers: int | None = Field(
@@ -115,7 +122,7 @@ class ModelSpec(_Strict):
     total_params_b: float = Field(gt=0, description="all parameters, billions")
     active_params_b: float = Field(gt=0, description="parameters used per token, billions (= total for dense)")
     source: str = Field(min_length=5, description="where the config.json was read")
-    notes: str = ""
+    notes: str = Field(default="", description="remarks on the architecture")
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
@@ -139,23 +146,23 @@ SupportLevel = Literal["native", "fallback"]
 
 
 class WeightDtypeSpec(_Strict):
-    id: str
-    name: str
+    id: str = Field(description="weight dtype id (deployment.weight_dtype)")
+    name: str = Field(description="display name")
     bits_per_weight: float = Field(gt=0, le=32, description="stored bits per weight, scales included")
     native_compute: ComputeDtype = Field(description="tensor-core dtype of the GEMM where supported natively")
     fallback_compute: ComputeDtype | None = Field(description="GEMM dtype when run weight-only")
-    activation_bits: int = Field(gt=0, le=32)
-    quality: Quality
-    quality_note: str
-    source: str = Field(min_length=3)
+    activation_bits: int = Field(gt=0, le=32, description="bits of the activations the GEMMs run on")
+    quality: Quality = Field(description="what it gives up: lossless, near-lossless or noticeable")
+    quality_note: str = Field(description="the quality evidence, in words")
+    source: str = Field(min_length=3, description="where the format's figures come from")
 
 
 class KvDtypeSpec(_Strict):
-    id: str
-    name: str
-    bits_per_element: int = Field(gt=0, le=32)
-    quality: Quality
-    source: str = Field(min_length=3)
+    id: str = Field(description="KV-cache dtype id (deployment.kv_dtype)")
+    name: str = Field(description="display name")
+    bits_per_element: int = Field(gt=0, le=32, description="bits per cached key/value element")
+    quality: Quality = Field(description="what it gives up: lossless, near-lossless or noticeable")
+    source: str = Field(min_length=3, description="where the format's figures come from")
 
 
 class EngineSpec(_Strict):

@@ -8,6 +8,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from service.api import benchmarks, calibration, catalog, health, operations, predictions, problems, recommendations
+from service.api import docs as offline_docs
+from service.api import openapi as truthful_openapi
 from service.settings import Settings, get_settings
 from service.startup import build_state
 
@@ -27,7 +29,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description="Given a model, traffic and a latency budget: what to deploy, and what it costs.",
         lifespan=lifespan,
+        docs_url=None,      # served by service.api.docs, with local assets
+        redoc_url=None,
     )
+    offline_docs.install(app)
     problems.install(app)
     operations.install(app, settings)
     app.include_router(health.router)
@@ -37,6 +42,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(benchmarks.router)
     app.include_router(calibration.router)
     benchmarks.install(app)
+    truthful_openapi.install(app, settings)
     return app
 
 

@@ -12,7 +12,14 @@ from pydantic import TypeAdapter, ValidationError
 from service.advisor import InvalidRequest
 from service.api.deps import StateDep, WriterDep
 from service.api.predictions import as_problem
-from service.api.problems import ProblemError
+from service.api.problems import (
+    JSON_MEDIA_TYPE,
+    ProblemError,
+    empty_body,
+    invalid_json,
+    not_json_text,
+    unsupported_media_type,
+)
 from service.ingest.store import IngestConflict, store
 from service.ingest.validate import prepare, rows_from_csv
 from service.schemas.benchmarks import (
@@ -48,13 +55,16 @@ def parse_body(raw: bytes, content_type: str) -> RowsIngest | ToolIngest:
             return RowsIngest(format="rows", rows=rows_from_csv(raw))
         except ValidationError as exc:
             raise RequestValidationError(_body_errors(exc)) from exc
-    if media and media != "application/json" and not media.endswith("+json"):
-        raise ProblemError(415, "Unsupported media type", f"send application/json or {CSV_MEDIA_TYPE}, not {media}",
-                           valid=["application/json", CSV_MEDIA_TYPE])
+    if media and media != JSON_MEDIA_TYPE and not media.endswith("+json"):
+        raise unsupported_media_type(content_type, [JSON_MEDIA_TYPE, CSV_MEDIA_TYPE])
+    if not raw.strip():
+        raise empty_body()
     try:
         data = json.loads(raw)
-    except ValueError as exc:
-        raise ProblemError(422, "Invalid request", f"the body is not JSON: {exc}", field=["body"]) from exc
+    except json.JSONDecodeError as exc:
+        raise invalid_json(exc.msg, exc.doc, exc.pos) from exc
+    except ValueError as exc:        # bytes that are not UTF-8, -16 or -32 text
+        raise not_json_text(exc) from exc
     try:
         return _INGEST.validate_python(data)
     except ValidationError as exc:

@@ -34,8 +34,8 @@ def current_calibration(session: SessionDep, state: StateDep) -> CalibrationPubl
 
 @router.get("/calibration/{version}", response_model=CalibrationPublic,
             summary="One calibration version (older versions stay readable)")
-def calibration_version(version: Annotated[int, Path(ge=1, le=MAX_VERSION)], session: SessionDep,
-                        state: StateDep) -> CalibrationPublic:
+def calibration_version(version: Annotated[int, Path(ge=1, le=MAX_VERSION, description="calibration version, from 1")],
+                        session: SessionDep, state: StateDep) -> CalibrationPublic:
     row = repo.by_version(session, version)
     latest = repo.latest(session)
     if row is None or latest is None:

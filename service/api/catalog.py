@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 
 from gpu_catalog.schema import ModelSpec
 from service.api.deps import SessionDep, StateDep, require_read_key
@@ -34,7 +34,8 @@ def list_gpus(state: StateDep) -> GpuList:
 
 
 @router.get("/gpus/{gpu_id}", response_model=GpuPublic)
-def get_gpu(gpu_id: str, state: StateDep) -> GpuPublic:
+def get_gpu(gpu_id: Annotated[str, Path(description="GPU id (lowercase slug), e.g. h100-sxm")],
+            state: StateDep) -> GpuPublic:
     for g in state.catalog.gpus:
         if g.id == gpu_id.lower():
             return GpuPublic.model_validate(g.model_dump())
@@ -53,7 +54,9 @@ def list_models(state: StateDep) -> ModelList:
 
 @router.get("/models/{model_id:path}", response_model=ModelPublic,
             summary="One architecture; base, instruct and chat ids and any case resolve to it")
-def get_model(model_id: str, state: StateDep) -> ModelPublic:
+def get_model(model_id: Annotated[str, Path(description="HF repo id, any case; base, instruct, chat and alias "
+                                                     "ids resolve (it may contain /)")],
+              state: StateDep) -> ModelPublic:
     m = state.catalog.resolve_model(model_id)
     if m is None:
         raise unknown_id("model", model_id, state.catalog.model_names(), ["path", "model_id"], status=404)
@@ -90,9 +93,9 @@ def list_benchmarks(
     engine: Annotated[str | None, Query(description="engine: vllm, trtllm, sglang, ...")] = None,
     dtype: Annotated[str | None, Query(description="weight dtype")] = None,
     source: Annotated[str | None, Query(description="source_id")] = None,
-    quality: Annotated[str | None, Query(pattern="^(good|weak)$")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    quality: Annotated[str | None, Query(pattern="^(good|weak)$", description="good (fitted) or weak")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000, description="measurements per page")] = 100,
+    offset: Annotated[int, Query(ge=0, description="measurements to skip (paging)")] = 0,
 ) -> MeasurementPage:
     model_id = None
     if model:

@@ -33,8 +33,16 @@ def get_session(state: StateDep) -> Iterator[Session]:
 
 SessionDep = Annotated[Session, Depends(get_session)]
 
-_bearer = HTTPBearer(auto_error=False)
-BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+# Two names for the one Bearer header, so that the OpenAPI document can tell the operations that need a write key
+# from those that need a read key only when one is set (service/api/openapi.py).
+WRITE_SCHEME = "WriteKey"
+READ_SCHEME = "ReadKey"
+_write_bearer = HTTPBearer(auto_error=False, scheme_name=WRITE_SCHEME,
+                           description="a key from ADVISOR_API_KEY (writes are disabled when it is unset)")
+_read_bearer = HTTPBearer(auto_error=False, scheme_name=READ_SCHEME,
+                          description="when the operator sets ADVISOR_READ_KEY: one of its keys, or a write key")
+WriteBearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_write_bearer)]
+ReadBearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_read_bearer)]
 
 
 def _matches(given: str, keys: list[str]) -> bool:
@@ -45,19 +53,19 @@ def _matches(given: str, keys: list[str]) -> bool:
     return ok
 
 
-async def require_write_key(state: StateDep, creds: BearerDep) -> str:
+async def require_write_key(state: StateDep, creds: WriteBearerDep) -> str:
     keys = state.settings.write_keys()
+    if not keys:        # no key would be accepted: say so rather than ask for one
+        raise ProblemError(403, "Forbidden", "writes are disabled: the operator set no ADVISOR_API_KEY")
     if creds is None:
         raise ProblemError(401, "Unauthorized", "this endpoint needs 'Authorization: Bearer <key>'")
-    if not keys:
-        raise ProblemError(403, "Forbidden", "writes are disabled: the operator set no ADVISOR_API_KEY")
     if not _matches(creds.credentials, keys):
         raise ProblemError(403, "Forbidden", "the key is not valid for writes")
     # Who sent it, without storing the key: a short digest of it.
     return "key-" + hashlib.sha256(creds.credentials.encode()).hexdigest()[:12]
 
 
-async def require_read_key(state: StateDep, creds: BearerDep) -> None:
+async def require_read_key(state: StateDep, creds: ReadBearerDep) -> None:
     read = state.settings.advisor_read_key
     if read is None:
         return

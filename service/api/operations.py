@@ -25,6 +25,7 @@ from typing import Any
 from fastapi import FastAPI, Response
 from fastapi.middleware.cors import CORSMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.exceptions import HTTPException
 
 from service.settings import Settings
 
@@ -123,7 +124,7 @@ class RequestMiddleware:
                 if message["type"] == "http.request":
                     seen["bytes"] += len(message.get("body", b""))
                     if seen["bytes"] > self.max_body_bytes:
-                        raise _BodyTooLarge
+                        raise _BodyTooLarge(self.max_body_bytes)
                 return message
 
             try:
@@ -155,7 +156,7 @@ class RequestMiddleware:
 
     async def _too_large(self, scope: Scope, send: Send) -> None:
         body = json.dumps({"type": "about:blank", "title": "Request body too large", "status": 413,
-                           "detail": f"the body exceeds {self.max_body_bytes} bytes (MAX_BODY_BYTES)",
+                           "detail": _too_large_detail(self.max_body_bytes),
                            "instance": scope.get("path", "")}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/problem+json"),
@@ -163,8 +164,16 @@ class RequestMiddleware:
         await send({"type": "http.response.body", "body": body})
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _BodyTooLarge(HTTPException):
+    """An HTTPException, so that FastAPI's body reader passes it on (it turns any other error into a 400)
+    and the app's handler answers the 413; raised outside a route, the middleware answers it."""
+
+    def __init__(self, max_body_bytes: int) -> None:
+        super().__init__(413, _too_large_detail(max_body_bytes))
+
+
+def _too_large_detail(max_body_bytes: int) -> str:
+    return f"the body exceeds {max_body_bytes} bytes (MAX_BODY_BYTES)"
 
 
 def install(app: FastAPI, settings: Settings) -> Metrics:

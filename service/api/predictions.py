@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from fastapi import APIRouter, Depends
 
 from service.advisor import InvalidRequest
 from service.api.deps import StateDep, require_read_key
 from service.api.problems import ProblemError
 from service.schemas.predictions import PredictionRequest, PredictionResponse
+from service.schemas.recommendations import RecommendationResponse
 
 router = APIRouter(prefix="/v1", tags=["predictions"], dependencies=[Depends(require_read_key)])
 
@@ -23,6 +26,18 @@ def predict(body: PredictionRequest, state: StateDep) -> PredictionResponse:
     in GB (1e9 bytes). A deployment the engine cannot start is a 422 naming the field; one that does not fit
     in memory is ``fits: false`` with the memory breakdown and why."""
     try:
-        return state.current_advisor().predict(body)
+        return as_asked(state.current_advisor().predict(body), body.model)
     except InvalidRequest as exc:
         raise as_problem(exc) from exc
+
+
+Answer = TypeVar("Answer", PredictionResponse, RecommendationResponse)
+
+
+def as_asked(answer: Answer, asked: str | None) -> Answer:
+    """The answer names the model as the caller did (``meta-llama/Llama-2-7b-hf``, not the chat variant it shares
+    an architecture with); ``resolved_model`` is the catalog entry whose architecture was used."""
+    answer.resolved_model = answer.model
+    if asked is not None:
+        answer.model = asked
+    return answer

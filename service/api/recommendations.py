@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from service.advisor import Advisor, InvalidRequest
 from service.api.deps import SessionDep, StateDep, require_read_key
-from service.api.predictions import as_problem
+from service.api.predictions import as_asked, as_problem
 from service.api.problems import ProblemError
 from service.db.models import RecommendationRecord
 from service.db.session import JSONText, transaction
@@ -43,7 +43,7 @@ async def recommend(body: RecommendationRequest, state: StateDep, request: Reque
         # where a session dependency and a plain endpoint took three, ~0.17 ms each); stored and committed
         # before the answer leaves
         try:
-            answer = recommender_for(state.current_advisor()).recommend(body)
+            answer = as_asked(recommender_for(state.current_advisor()).recommend(body), body.model)
         except InvalidRequest as exc:
             raise as_problem(exc) from exc
         answer.id = str(uuid.uuid4())

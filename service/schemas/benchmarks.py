@@ -71,8 +71,11 @@ class RowsIngest(_Body):
     left out (every stored row gets ``user:<ingest id>``: one source for leave-one-source-out); ``row_id`` is
     stored as ``user:<row_id>``, apart from the shipped ids."""
 
-    format: Literal["rows"]
-    rows: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_INGEST_ROWS)
+    format: Literal["rows"] = Field(description="rows: measurements in the columns of shared/benchmarks/published.csv")
+    rows: list[dict[str, Any]] = Field(
+        min_length=1, max_length=MAX_INGEST_ROWS,
+        description="the rows, each an object of published.csv columns (row_id, source, engine, gpu, model, mode, "
+                    "input_tokens, output_tokens, output_tok_s, ttft_ms ...)")
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [ROWS_EXAMPLE]})
 
@@ -86,8 +89,8 @@ class ToolIngest(_Body):
         "--report_json` report")
     model: str = Field(description="HF repo id of the measured model (GET /v1/models)",
                        examples=["meta-llama/Llama-3.1-8B-Instruct"])
-    deployment: IngestDeployment
-    workload: WorkloadHint = Field(default_factory=WorkloadHint)
+    deployment: IngestDeployment = Field(description="the deployment that was measured, as in POST /v1/predictions")
+    workload: WorkloadHint = Field(default_factory=WorkloadHint, description="workload facts the file does not record")
     source: str | None = Field(default=None, min_length=3, max_length=2000,
                                description="where the result comes from (default: the tool and the sender)")
     result: dict[str, Any] | list[dict[str, Any]] = Field(description="the tool's result JSON, unchanged")
@@ -120,15 +123,15 @@ class CalibrationOutcome(BaseModel):
 
 
 class IngestResponse(BaseModel):
-    ingest_id: int
+    ingest_id: int = Field(description="id of this ingest (its rows' source_id is user:<ingest_id>)")
     duplicate: bool = Field(description="true when the same content was stored before: nothing was added")
-    format: str
+    format: str = Field(description="the format posted")
     content_sha256: str = Field(description="SHA-256 of the canonical JSON of the content (the duplicate key)")
     source_id: str = Field(description="source_id of the stored rows (GET /v1/benchmarks?source=...)")
     submitted_by: str = Field(description="who sent it: a digest of the key, never the key")
-    created_at: datetime
+    created_at: datetime = Field(description="when it was stored (UTC)")
     measurement_ids: list[int] = Field(description="ids of the stored measurements, in the order posted")
-    row_ids: list[str]
+    row_ids: list[str] = Field(description="row ids of the stored measurements, as stored (user:<row_id>)")
     calibration_version: int | None = Field(description="the calibration version this ingest produced")
     calibration: CalibrationOutcome | None = Field(
         default=None, description="what the refit did (absent for a duplicate)")

@@ -38,8 +38,8 @@ class ErrorReport(BaseModel):
         "(optimistic)")
     rows: int = Field(description="measurements scored")
     sources: int = Field(description="distinct sources among them")
-    overall: MetricErrors
-    by_gpu: dict[str, MetricErrors]
+    overall: MetricErrors = Field(description="error over every scored measurement")
+    by_gpu: dict[str, MetricErrors] = Field(description="error by GPU id")
     by_engine: dict[str, MetricErrors] = Field(description="by calibration engine (an engine on AMD GPUs apart)")
     by_dtype: dict[str, MetricErrors] = Field(description="by weight dtype")
     by_mode: dict[str, MetricErrors] = Field(description="offline, static_batch, concurrency, request_rate")
@@ -50,26 +50,27 @@ class ErrorReport(BaseModel):
 class Segment(BaseModel):
     key: str = Field(description="global, <engine>, <engine>/<architecture>, <engine>/<gpu> or "
                      "<engine>/<gpu>/<weight dtype>")
-    level: Literal["global", "engine", "engine/arch", "engine/gpu", "engine/gpu/dtype"]
+    level: Literal["global", "engine", "engine/arch", "engine/gpu", "engine/gpu/dtype"] = Field(
+        description="the segment's level, general to specific")
     parent: str | None = Field(description="the segment it is shrunk toward (its prior)")
     measurements: int = Field(description="measurements it was fitted on")
     params: dict[str, float] = Field(description="fitted parameters (see `parameters` for units)")
 
 
 class Fallback(BaseModel):
-    gpu: str
-    engine: str
-    architecture: str
+    gpu: str = Field(description="GPU id")
+    engine: str = Field(description="engine id")
+    architecture: str = Field(description="the GPU's architecture")
     segment: str = Field(description="the segment predictions for this GPU and engine use")
-    level: str
+    level: str = Field(description="level of the segment used (engine/arch, engine or global)")
     measurements: int = Field(description="measurements behind that segment")
 
 
 class CalibrationPublic(BaseModel):
-    version: int
+    version: int = Field(description="calibration version (increases with every fit)")
     current: bool = Field(description="the newest version (what every worker serves within "
                           "calibration_refresh_s)")
-    created_at: datetime
+    created_at: datetime = Field(description="when it was fitted (UTC)")
     data_sha256: str = Field(description="content hash of the measurements it was fitted on")
     n_measurements: int = Field(description="measurements scored (quality good, an engine and ids the model knows)")
     method: Literal["full", "refit"] = Field(
@@ -83,10 +84,11 @@ class CalibrationPublic(BaseModel):
     parameters: dict[str, str] = Field(description="what each fitted parameter is, with its unit")
     generation: dict[str, float] = Field(
         description="per engine: speed of releases before the generation the service targets, relative to it")
-    segments: list[Segment]
+    segments: list[Segment] = Field(description="fitted parameters per segment, general to specific")
     error: ErrorReport = Field(description="the held-out report when computed, else the in-sample one")
     held_out: ErrorReport | None = Field(description="leave-one-source-out error, once computed")
-    in_sample: ErrorReport | None
+    in_sample: ErrorReport | None = Field(
+        description="error of the calibration on the measurements it was fitted on (optimistic)")
     not_scored: dict[str, int] = Field(description="stored measurements the cost model cannot score, by reason")
     no_measurements: list[Fallback] = Field(
         description="catalog GPU x engine combinations without measurements, and the segment they fall back to")

@@ -44,7 +44,9 @@ class LengthDistribution(_Body):
 
     std_tokens: float | None = Field(default=None, ge=0, le=MAX_TOKENS_PER_REQUEST,
                                      description="standard deviation of the length, tokens")
-    histogram: list[LengthBin] | None = Field(default=None, min_length=1, max_length=MAX_HISTOGRAM_BINS)
+    histogram: list[LengthBin] | None = Field(
+        default=None, min_length=1, max_length=MAX_HISTOGRAM_BINS,
+        description="bins of lengths with their weights; their weighted mean must be within 5% of the stated mean")
 
     @model_validator(mode="after")
     def _one_shape(self) -> LengthDistribution:
@@ -129,8 +131,12 @@ class EngineArgs(_Body):
         default=None, gt=0, le=1, description="TensorRT-LLM: share of memory free after weights given to the KV cache")
     max_model_len: int | None = Field(default=None, ge=2, le=MAX_TOKENS_PER_REQUEST,
                                       description="longest sequence (prompt + output) accepted")
-    enable_chunked_prefill: bool | None = None
-    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = Field(
+        default=None,
+        description="split long prompts into chunks that share a step with decodes (default: the engine's, on for "
+                    "vLLM)")
+    enable_prefix_caching: bool | None = Field(
+        default=None, description="reuse the KV cache of a prompt prefix seen before (default: the engine's)")
 
 
 class Deployment(_Body):
@@ -144,9 +150,12 @@ class Deployment(_Body):
                            description="MoE expert-parallel size within a replica (default: experts split by tp)")
     weight_dtype: str = Field(default="bf16", description="weight dtype id (GET /v1/quantizations)")
     kv_dtype: str = Field(default="auto", description="KV-cache dtype id")
-    engine: Literal["vllm", "trtllm"] = "vllm"
+    engine: Literal["vllm", "trtllm"] = Field(
+        default="vllm", description="serving engine: vllm or trtllm (TensorRT-LLM)")
     engine_version: str | None = Field(default=None, description="default: the newest supported release")
-    engine_args: EngineArgs = Field(default_factory=EngineArgs)
+    engine_args: EngineArgs = Field(
+        default_factory=EngineArgs,
+        description="engine settings; each left out takes the engine's default for this GPU and version")
     multi_node: bool = Field(default=False, description="allow a replica to span nodes (pipeline stages across nodes)")
 
     @model_validator(mode="after")
@@ -164,26 +173,40 @@ class Deployment(_Body):
 class InlineModel(_Body):
     """An architecture that is not in the catalog, given by its config.json fields."""
 
-    name: str = Field(default="inline-model", max_length=200)
-    num_layers: int = Field(ge=1, le=1024)
-    hidden_size: int = Field(ge=1, le=1_000_000)
-    intermediate_size: int = Field(ge=1, le=10_000_000)
-    num_attention_heads: int = Field(ge=1, le=4096)
-    num_kv_heads: int = Field(ge=1, le=4096)
+    name: str = Field(
+        default="inline-model", max_length=200,
+        description="a name for the answer and the launch command (an HF repo id if it has one)")
+    num_layers: int = Field(ge=1, le=1024, description="transformer layers (config.json num_hidden_layers)")
+    hidden_size: int = Field(ge=1, le=1_000_000, description="model width, elements (config.json hidden_size)")
+    intermediate_size: int = Field(ge=1, le=10_000_000, description="MLP width, elements (of the dense layers for MoE)")
+    num_attention_heads: int = Field(ge=1, le=4096, description="query heads per layer")
+    num_kv_heads: int = Field(
+        ge=1, le=4096, description="key/value heads per layer (num_key_value_heads; = num_attention_heads without GQA)")
     head_dim: int | None = Field(default=None, ge=1, le=4096, description="default hidden_size / heads")
-    vocab_size: int = Field(ge=1, le=10_000_000)
-    max_position_embeddings: int = Field(default=131072, ge=16, le=MAX_TOKENS_PER_REQUEST)
-    tie_word_embeddings: bool = False
-    num_experts: int | None = Field(default=None, ge=1, le=4096)
-    experts_per_token: int | None = Field(default=None, ge=1, le=4096)
-    num_shared_experts: int | None = Field(default=None, ge=0, le=64)
-    moe_intermediate_size: int | None = Field(default=None, ge=1, le=10_000_000)
-    mla_kv_lora_rank: int | None = Field(default=None, ge=1, le=65536)
-    mla_qk_rope_head_dim: int | None = Field(default=None, ge=1, le=4096)
-    mla_qk_nope_head_dim: int | None = Field(default=None, ge=1, le=4096)
-    mla_v_head_dim: int | None = Field(default=None, ge=1, le=4096)
+    vocab_size: int = Field(ge=1, le=10_000_000, description="vocabulary, tokens")
+    max_position_embeddings: int = Field(
+        default=131072, ge=16, le=MAX_TOKENS_PER_REQUEST, description="context window, tokens")
+    tie_word_embeddings: bool = Field(
+        default=False, description="the output projection shares the input embedding's weights")
+    num_experts: int | None = Field(
+        default=None, ge=1, le=4096, description="MoE: routed experts per MoE layer (null for a dense model)")
+    experts_per_token: int | None = Field(
+        default=None, ge=1, le=4096, description="MoE: routed experts each token uses")
+    num_shared_experts: int | None = Field(
+        default=None, ge=0, le=64, description="MoE: experts every token uses besides the routed ones")
+    moe_intermediate_size: int | None = Field(
+        default=None, ge=1, le=10_000_000, description="MoE: MLP width of one expert, elements")
+    mla_kv_lora_rank: int | None = Field(
+        default=None, ge=1, le=65536, description="MLA (DeepSeek): rank of the compressed KV latent, elements")
+    mla_qk_rope_head_dim: int | None = Field(
+        default=None, ge=1, le=4096, description="MLA: rotary part of each query/key head, elements")
+    mla_qk_nope_head_dim: int | None = Field(
+        default=None, ge=1, le=4096, description="MLA: non-rotary part of each query/key head, elements")
+    mla_v_head_dim: int | None = Field(default=None, ge=1, le=4096, description="MLA: value head size, elements")
     total_params_b: float | None = Field(default=None, gt=0, le=100_000, description="default: from the shapes")
-    active_params_b: float | None = Field(default=None, gt=0, le=100_000)
+    active_params_b: float | None = Field(
+        default=None, gt=0, le=100_000,
+        description="parameters used per token, billions (default: from the shapes; = total for dense)")
 
 
 class SimulationOptions(_Body):
@@ -204,7 +227,8 @@ class ModelChoice(_Body):
 
     model: str | None = Field(default=None, description="HF repo id (GET /v1/models)",
                               examples=["meta-llama/Llama-3.1-70B-Instruct"])
-    model_spec: InlineModel | None = None
+    model_spec: InlineModel | None = Field(
+        default=None, description="an architecture that is not in the catalog, instead of model")
 
     @model_validator(mode="after")
     def _one_model(self) -> ModelChoice:
@@ -214,9 +238,11 @@ class ModelChoice(_Body):
 
 
 class PredictionRequest(ModelChoice):
-    deployment: Deployment
-    workload: Workload
-    simulation: SimulationOptions = Field(default_factory=SimulationOptions)
+    deployment: Deployment = Field(
+        description="the deployment to predict: GPU, layout, dtypes, engine and its settings")
+    workload: Workload = Field(description="the traffic it serves")
+    simulation: SimulationOptions = Field(
+        default_factory=SimulationOptions, description="the scheduler simulation behind the percentile fields")
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "model": "meta-llama/Llama-3.1-70B-Instruct",
@@ -227,11 +253,11 @@ class PredictionRequest(ModelChoice):
 
 
 class LatencyStats(BaseModel):
-    mean: float
-    p50: float
-    p90: float
-    p95: float
-    p99: float
+    mean: float = Field(description="mean, ms")
+    p50: float = Field(description="median, ms")
+    p90: float = Field(description="90th percentile, ms")
+    p95: float = Field(description="95th percentile, ms")
+    p99: float = Field(description="99th percentile, ms")
 
 
 class Simulated(BaseModel):
@@ -239,17 +265,18 @@ class Simulated(BaseModel):
 
     requests: int = Field(description="requests measured")
     warmup_requests: int = Field(description="requests simulated before measuring (dropped)")
-    seed: int
+    seed: int = Field(description="random seed of arrivals and lengths")
     load_per_replica: str = Field(description="the load one replica was simulated at")
-    ttft_ms: LatencyStats
+    ttft_ms: LatencyStats = Field(description="time to first token over the measured requests, ms")
     tpot_ms: LatencyStats | None = Field(description="per request: (E2E - TTFT) / (output tokens - 1); null when "
                                          "every output is one token")
     itl_ms: LatencyStats | None = Field(description="every gap between consecutive tokens (token-weighted); null "
                                         "when every output is one token")
-    e2e_ms: LatencyStats
+    e2e_ms: LatencyStats = Field(description="request latency, from its arrival to its last token, ms")
     queue_ms: LatencyStats = Field(description="waiting for admission (a free slot, KV cache, token budget)")
     replica_output_tok_s: float = Field(description="generated tokens/s of one replica over the measured window")
-    replica_requests_per_s: float
+    replica_requests_per_s: float = Field(
+        description="completed requests per second of one replica over the measured window")
     batch_per_replica: float = Field(description="sequences decoding, time-averaged")
     preemptions: int = Field(description="requests evicted from the KV cache and recomputed")
     saturated: bool = Field(description="completions fell short of the offered rate: the queue grew all run "
@@ -260,86 +287,113 @@ class Simulated(BaseModel):
 
 class Predicted(BaseModel):
     ttft_ms: float = Field(description="mean time to first token")
-    ttft_p50_ms: float
-    ttft_p90_ms: float
-    ttft_p95_ms: float
-    ttft_p99_ms: float
+    ttft_p50_ms: float = Field(description="median time to first token, ms")
+    ttft_p90_ms: float = Field(description="90th percentile time to first token, ms")
+    ttft_p95_ms: float = Field(description="95th percentile time to first token, ms")
+    ttft_p99_ms: float = Field(description="99th percentile time to first token, ms")
     tpot_ms: float = Field(description="mean time per output token after the first")
-    tpot_p50_ms: float
-    tpot_p90_ms: float
-    tpot_p95_ms: float
-    tpot_p99_ms: float
+    tpot_p50_ms: float = Field(description="median time per output token after the first, ms")
+    tpot_p90_ms: float = Field(description="90th percentile time per output token, ms")
+    tpot_p95_ms: float = Field(description="95th percentile time per output token, ms")
+    tpot_p99_ms: float = Field(description="99th percentile time per output token, ms")
     e2e_ms: float = Field(description="mean request latency")
-    e2e_p95_ms: float
+    e2e_p95_ms: float = Field(description="95th percentile request latency, ms")
     output_tok_s: float = Field(description="generated tokens/s, whole deployment")
     total_tok_s: float = Field(description="prompt + generated tokens/s, whole deployment")
-    requests_per_s: float
+    requests_per_s: float = Field(description="completed requests per second, whole deployment")
     max_concurrency: int = Field(description="sequences of max_context_tokens the deployment holds at once")
     batch_per_replica: float = Field(description="sequences decoding together in steady state, per replica")
     prefill_ms: float = Field(description="one prompt alone on an idle replica")
     compute_bound_share: float = Field(description="share of the decode step spent on compute (vs memory)")
-    percentile_method: str
+    percentile_method: str = Field(
+        description="where the percentile fields come from (simulation or analytic tail) and what they assume")
     simulation: Simulated | None = Field(default=None, description="the scheduler simulation the percentiles "
                                          "come from (null when disabled)")
 
 
 class MemoryPerGpu(BaseModel):
-    weights: float
-    kv_cache: float
-    activations: float
-    overhead: float
-    total: float
-    capacity: float
+    weights: float = Field(description="model weights on each GPU, GB (1e9 bytes)")
+    kv_cache: float = Field(description="KV-cache pool on each GPU, GB")
+    activations: float = Field(description="activation workspace at the token budget, GB")
+    overhead: float = Field(description="CUDA context, CUDA graphs, workspaces and NCCL buffers (planning reserve), GB")
+    total: float = Field(description="the sum of the above, GB")
+    capacity: float = Field(description="the GPU's memory, GB (datasheet)")
     kv_bytes_per_token: float = Field(description="KV bytes one token of context takes on each GPU")
     kv_capacity_tokens: int = Field(description="tokens the KV pool of one replica holds")
 
 
 class Confidence(BaseModel):
     error_pct: float | None = Field(description="median absolute % error of the segment used (held-out where known)")
-    error_kind: str
-    basis: str
-    segment: str
-    measurements: int
-    calibration_version: int | None
+    error_kind: str = Field(description="held-out (leave-one-source-out) or in-sample: how error_pct was measured")
+    basis: str = Field(description="what the prediction rests on, in words")
+    segment: str = Field(
+        description="the calibration segment whose parameters were used (engine/gpu/dtype, engine/gpu, engine/arch, "
+                    "engine or global)")
+    measurements: int = Field(description="benchmark measurements that segment was fitted on")
+    calibration_version: int | None = Field(description="the calibration version used (GET /v1/calibration/{version})")
 
 
 class ResolvedSettings(BaseModel):
-    engine_version: str
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    memory_fraction: float
-    memory_fraction_flag: str
-    max_model_len: int
-    defaults_source: str
+    engine_version: str = Field(description="the engine release the settings and the command are for")
+    max_num_seqs: int = Field(
+        description="sequences batched at once (vLLM --max-num-seqs, TensorRT-LLM max_batch_size)")
+    max_num_batched_tokens: int = Field(
+        description="tokens per scheduler step (vLLM --max-num-batched-tokens, TensorRT-LLM max_num_tokens)")
+    memory_fraction: float = Field(
+        description="share of GPU memory given to the engine (vLLM) or of free memory given to the KV cache "
+                    "(TensorRT-LLM), 0..1")
+    memory_fraction_flag: str = Field(
+        description="which engine option memory_fraction is: gpu_memory_utilization or "
+                    "kv_cache_free_gpu_memory_fraction")
+    max_model_len: int = Field(description="longest sequence (prompt + output) accepted, tokens")
+    defaults_source: str = Field(
+        description="where the engine defaults come from (catalog file of that engine version)")
 
 
 class Cost(BaseModel):
-    usd_per_hour: float | None
-    usd_per_million_output_tokens: float | None
-    price_source: str | None
+    usd_per_hour: float | None = Field(
+        description="price of every GPU of the deployment, USD per hour (null when the catalog has no price for the "
+                    "GPU)")
+    usd_per_million_output_tokens: float | None = Field(
+        description="usd_per_hour over the output tokens generated in an hour, USD per 1e6 tokens")
+    price_source: str | None = Field(description="the price list the hourly GPU price is quoted from")
 
 
 class Launch(BaseModel):
     """What an operator runs: the command for the engine version, and what must run before it."""
 
-    command: str | None = None
-    container: str | None = None
+    command: str | None = Field(
+        default=None,
+        description="the shell command that starts the engine (null when none could be rendered: see error)")
+    container: str | None = Field(
+        default=None, description="the same as a docker run line with the engine's release image")
     args: list[str] = Field(default_factory=list, description="argv after the executable (for a k8s manifest)")
-    files: dict[str, str] = Field(default_factory=dict)
+    files: dict[str, str] = Field(
+        default_factory=dict,
+        description="files the command reads, by name: their content (e.g. TensorRT-LLM's extra_llm_api_options.yaml)")
     steps: list[dict[str, str]] = Field(default_factory=list, description="what to run first (quantisation)")
-    replicas: dict[str, Any] = Field(default_factory=dict)
-    notes: list[str] = Field(default_factory=list)
+    replicas: dict[str, Any] = Field(
+        default_factory=dict,
+        description="how the replicas are run: count, mode (single, data-parallel, separate servers) and how to "
+                    "balance them")
+    notes: list[str] = Field(default_factory=list, description="what the operator should know about this command")
     error: str | None = Field(default=None, description="why no command could be rendered")
 
 
 class PredictionResponse(BaseModel):
-    fits: bool
-    model: str
-    predicted: Predicted | None
-    memory_per_gpu_gb: MemoryPerGpu
-    cost: Cost
-    settings: ResolvedSettings
-    confidence: Confidence
+    fits: bool = Field(
+        description="false when the deployment does not fit in memory (predicted is then null; notes say why)")
+    model: str = Field(description="the model as the request named it")
+    resolved_model: str | None = Field(
+        default=None, description="the catalog model whose architecture answered for `model` (e.g. "
+        "meta-llama/Llama-2-7b-chat-hf for meta-llama/Llama-2-7b-hf, which shares it); the inline name for a "
+        "model_spec")
+    predicted: Predicted | None = Field(description="latency and throughput (null when it does not fit)")
+    memory_per_gpu_gb: MemoryPerGpu = Field(description="memory on each GPU, GB (1e9 bytes)")
+    cost: Cost = Field(description="what the deployment costs")
+    settings: ResolvedSettings = Field(description="the engine settings the prediction assumes, defaults resolved")
+    confidence: Confidence = Field(
+        description="how far to trust the figures: the calibration segment used and its measured error")
     launch: Launch | None = Field(default=None, description="the command that starts this deployment "
                                   "(null when it does not fit)")
-    notes: list[str]
+    notes: list[str] = Field(description="assumptions and warnings, in words")

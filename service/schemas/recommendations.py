@@ -60,10 +60,15 @@ class Constraints(_Body):
     gpus: list[str] | None = Field(default=None, max_length=MAX_LIST, description="GPU ids allowed (default all)")
     max_gpus: int | None = Field(default=None, ge=1, le=MAX_GPUS,
                                  description=f"GPUs in the whole deployment, at most (default {DEFAULT_MAX_GPUS})")
-    engines: list[Literal["vllm", "trtllm"]] | None = Field(default=None, max_length=2)
-    weight_dtypes: list[str] | None = Field(default=None, max_length=MAX_LIST)
-    kv_dtypes: list[str] | None = Field(default=None, max_length=MAX_LIST)
-    max_usd_per_hour: float | None = Field(default=None, gt=0, le=1e7)
+    engines: list[Literal["vllm", "trtllm"]] | None = Field(
+        default=None, max_length=2, description="engines allowed (default both)")
+    weight_dtypes: list[str] | None = Field(
+        default=None, max_length=MAX_LIST,
+        description="weight dtype ids allowed (default all the GPU and engine run; GET /v1/quantizations)")
+    kv_dtypes: list[str] | None = Field(
+        default=None, max_length=MAX_LIST, description="KV-cache dtype ids allowed (default all)")
+    max_usd_per_hour: float | None = Field(
+        default=None, gt=0, le=1e7, description="price of the whole deployment, USD per hour, at most")
     max_quality_loss: QualityLoss | None = Field(
         default=None, description="the most quality a quantisation may give up: lossless (16-bit only), "
         "near-lossless (FP8, INT8, NVFP4...), noticeable (INT4 too); default noticeable, chat: near-lossless")
@@ -84,12 +89,15 @@ class RecommendationRequest(ModelChoice):
       objective min_cost.
     """
 
-    workload: Workload
-    sla: Sla = Field(default_factory=Sla)
-    constraints: Constraints = Field(default_factory=Constraints)
+    workload: Workload = Field(description="the traffic to serve")
+    sla: Sla = Field(default_factory=Sla, description="latency and throughput bounds (each optional)")
+    constraints: Constraints = Field(
+        default_factory=Constraints, description="which GPUs, engines, dtypes and budget the search may use")
     objective: Objective | None = Field(default=None, description="default min_cost")
-    scenario: Scenario | None = None
-    top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
+    scenario: Scenario | None = Field(
+        default=None,
+        description="chat, batch or api: fills the SLA, quantisation limit and objective the request leaves out")
+    top_k: int = Field(default=5, ge=1, le=MAX_TOP_K, description="recommendations listed, at most (one per layout)")
     simulation: SimulationOptions = Field(
         default_factory=SimulationOptions,
         description="the scheduler simulation that verifies the top candidates when the SLA names a percentile "
@@ -122,28 +130,30 @@ class JobEstimate(BaseModel):
 
 
 class Recommendation(BaseModel):
-    rank: int
-    deployment: Deployment
-    predicted: Predicted
-    memory_per_gpu_gb: MemoryPerGpu
-    cost: Cost
+    rank: int = Field(description="1 = best by the objective")
+    deployment: Deployment = Field(description="what to deploy: GPU, count, layout, dtypes, engine and its settings")
+    predicted: Predicted = Field(
+        description="latency and throughput, as POST /v1/predictions gives for this deployment")
+    memory_per_gpu_gb: MemoryPerGpu = Field(description="memory on each GPU, GB (1e9 bytes)")
+    cost: Cost = Field(description="what the deployment costs")
     binding_constraint: str | None = Field(description="the SLA bound with the least headroom")
     headroom: dict[str, float] = Field(description="per bound, the share to spare: 1 - predicted / limit for "
                                        "latencies, 1 - limit / predicted for throughput (0.3 = 30% to spare)")
     quality: str = Field(description="what the weight and KV dtypes give up")
-    confidence: Confidence
-    launch: Launch
-    why: str
+    confidence: Confidence = Field(
+        description="how far to trust the figures: the calibration segment used and its measured error")
+    launch: Launch = Field(description="the command and files that start it")
+    why: str = Field(description="why it ranks here, in words")
     job: JobEstimate | None = Field(default=None, description="the batch job on this deployment (with "
                                     "workload.num_requests)")
 
 
 class ParetoPoint(BaseModel):
-    usd_per_hour: float | None
-    ttft_ms: float
-    tpot_ms: float
-    output_tok_s: float
-    deployment: str
+    usd_per_hour: float | None = Field(description="price of the deployment, USD per hour (null: no catalog price)")
+    ttft_ms: float = Field(description="time to first token at the SLA's percentile (analytic model), ms")
+    tpot_ms: float = Field(description="time per output token at the SLA's percentile (analytic model), ms")
+    output_tok_s: float = Field(description="generated tokens/s, whole deployment")
+    deployment: str = Field(description="the deployment, in short (replicas x layout, GPU, dtypes, engine)")
     rank: int | None = Field(description="rank among the recommendations, if listed there")
 
 
@@ -155,37 +165,40 @@ class SearchStats(BaseModel):
                         "latency floors (one request alone) already break the SLA")
     feasible: int = Field(description="candidates meeting every constraint (each decided exactly: replica "
                           "counts by a binary search over a monotone verdict, the rest scored)")
-    elapsed_ms: float
+    elapsed_ms: float = Field(description="time the search took, ms")
 
 
 class Violation(BaseModel):
-    constraint: str
-    limit: float | None
-    predicted: float | None
-    over_by_pct: float | None
+    constraint: str = Field(
+        description="the SLA bound or constraint broken (ttft_ms, tpot_ms, memory, max_usd_per_hour, ...)")
+    limit: float | None = Field(description="its limit, in the constraint's unit")
+    predicted: float | None = Field(description="the candidate's predicted value, same unit")
+    over_by_pct: float | None = Field(description="how far over the limit, % of the limit")
 
 
 class Closest(BaseModel):
-    deployment: Deployment
-    violations: list[Violation]
-    predicted: dict[str, float | None]
+    deployment: Deployment = Field(description="a candidate that nearly meets the requirement")
+    violations: list[Violation] = Field(description="each bound it breaks, and by how much")
+    predicted: dict[str, float | None] = Field(
+        description="its predicted figures, by field name (ms, tokens/s, USD per hour)")
 
 
 class Relaxation(BaseModel):
     kind: str = Field(description="ttft_ms | tpot_ms | e2e_ms | min_output_tok_s | concurrency | request_rate | "
                       "max_usd_per_hour | max_gpus | weight_dtypes | gpus | deadline_hours")
-    value: Any
-    detail: str
+    value: Any = Field(
+        description="the relaxed value that makes a candidate feasible (a number in the kind's unit, or ids)")
+    detail: str = Field(description="the relaxation in words")
 
 
 class Explanation(BaseModel):
-    summary: str
+    summary: str = Field(description="why nothing fits, in one sentence")
     ruled_out_by: dict[str, int] = Field(description="candidates failing each constraint (one may fail several), "
                                          "over each layout and engine setting at its fewest and its most replicas; "
                                          "memory also counts the layouts whose weights alone overflow")
-    main_obstacle: str
-    closest: list[Closest]
-    relaxations: list[Relaxation]
+    main_obstacle: str = Field(description="the constraint that rules out the most candidates")
+    closest: list[Closest] = Field(description="the candidates nearest to feasible, with what each violates")
+    relaxations: list[Relaxation] = Field(description="changes to the request that would make something feasible")
 
 
 class Links(BaseModel):
@@ -200,19 +213,19 @@ class Links(BaseModel):
 
 class SmallestDeployment(BaseModel):
     rank: int | None = Field(description="its rank among the recommendations, if listed there")
-    gpu_count: int
-    deployment: Deployment
+    gpu_count: int = Field(description="GPUs of the whole deployment")
+    deployment: Deployment = Field(description="what to deploy, as in a recommendation")
     output_tok_s: float = Field(description="predicted generated tokens/s, whole deployment")
-    usd_per_hour: float | None
-    job: JobEstimate
+    usd_per_hour: float | None = Field(description="its price, USD per hour (null without a public price)")
+    job: JobEstimate = Field(description="the job's wall time and cost on it")
 
 
 class BatchJob(BaseModel):
     """The job the workload states (workload.num_requests) and what its deadline asks."""
 
-    num_requests: int
+    num_requests: int = Field(description="requests in the job (workload.num_requests)")
     output_tokens_total: int = Field(description="num_requests x output_tokens")
-    deadline_hours: float | None
+    deadline_hours: float | None = Field(description="sla.deadline_hours, hours (null without a deadline)")
     min_output_tok_s: float | None = Field(description="the throughput the deadline needs, generated tokens/s: "
                                            "output_tokens_total / (deadline_hours x 3600); the search's "
                                            "min_output_tok_s bound is at least this")
@@ -222,17 +235,24 @@ class BatchJob(BaseModel):
 
 
 class RecommendationResponse(BaseModel):
-    id: str
-    feasible: bool
-    model: str
-    recommendations: list[Recommendation]
-    pareto: list[ParetoPoint]
-    search: SearchStats
+    id: str = Field(description="GET /v1/recommendations/{id} returns this answer again")
+    feasible: bool = Field(description="false when no candidate meets the requirement (then see explanation)")
+    model: str = Field(description="the model as the request named it")
+    resolved_model: str | None = Field(
+        default=None, description="the catalog model whose architecture answered for `model` (e.g. "
+        "meta-llama/Llama-2-7b-chat-hf for meta-llama/Llama-2-7b-hf, which shares it); the inline name for a "
+        "model_spec")
+    recommendations: list[Recommendation] = Field(description="the best deployments, best first")
+    pareto: list[ParetoPoint] = Field(
+        description="deployments no other beats on cost, TTFT, TPOT and throughput at once")
+    search: SearchStats = Field(description="how many candidates were generated, scored and feasible")
     applied: dict[str, Any] = Field(description="the SLA, constraints and objective after scenario defaults")
-    percentile_method: str
-    explanation: Explanation | None = None
-    calibration_version: int | None
-    notes: list[str] = Field(default_factory=list)
+    percentile_method: str = Field(
+        description="how the percentiles were computed (analytic search, simulated verification)")
+    explanation: Explanation | None = Field(
+        default=None, description="when nothing fits: what rules the candidates out and what to relax")
+    calibration_version: int | None = Field(description="the calibration version used (GET /v1/calibration/{version})")
+    notes: list[str] = Field(default_factory=list, description="assumptions and warnings, in words")
     batch_job: BatchJob | None = Field(default=None, description="with workload.num_requests: the job, its "
                                        "deadline's throughput and the smallest deployment that meets it")
     links: Links | None = Field(default=None, description="related resources, paths relative to the service")

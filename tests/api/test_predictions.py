@@ -26,7 +26,8 @@ def with_(body: dict[str, Any], section: str, **changes: Any) -> dict[str, Any]:
 
 def test_spec_example_is_answered_consistently(client: TestClient) -> None:
     body = predict(client, EXAMPLE)
-    assert body["fits"] is True and body["model"] == "meta-llama/Llama-3.1-70B"
+    assert body["fits"] is True and body["model"] == EXAMPLE["model"]
+    assert body["resolved_model"] == "meta-llama/Llama-3.1-70B"
     p = body["predicted"]
     assert 0 < p["ttft_p50_ms"] <= p["ttft_p90_ms"] <= p["ttft_p95_ms"] <= p["ttft_p99_ms"]
     assert p["tpot_ms"] > 0 and p["prefill_ms"] > 0

@@ -14,7 +14,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import response_schema_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from service.main import create_app
 from service.settings import Settings
@@ -43,4 +47,5 @@ schema = schemathesis.pytest.from_fixture("fuzz_schema")
 @schema.parametrize()
 @settings(max_examples=CASES_PER_OPERATION, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_server_error_and_schema_conformance(case: schemathesis.Case) -> None:
-    case.call_and_validate(checks=[not_a_server_error, response_schema_conformance])
+    case.call_and_validate(checks=[not_a_server_error, response_schema_conformance, status_code_conformance,
+                                   content_type_conformance])
