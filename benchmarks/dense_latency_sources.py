@@ -1,0 +1,286 @@
+"""Rebuild gpu_catalog/data/benchmarks/dense_latency.csv from the public sources it was copied from.
+
+Each source below reads one fetched public repository snapshot (a bare git directory, read with ``git show``
+at the pinned commit named in SOURCES.md) and returns rows in the columns of published.csv. Numbers are copied
+as the source prints them (only exact s -> ms scaling); nothing is estimated. Rows whose configuration is partly
+inferred are ``quality=weak`` with the reasons first in ``notes``. Rows whose TTFT and TPOT equal a row already
+in published.csv are dropped (the same run published twice).
+
+    python benchmarks/dense_latency_sources.py --mirror /work/.mirror            # rewrite the CSV
+    python benchmarks/dense_latency_sources.py --mirror /work/.mirror --check    # compare with the CSV
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpu_catalog.loader import DENSE_LATENCY_CSV, PUBLISHED_CSV, parse_measurement_rows
+from gpu_catalog.schema import MEASUREMENT_COLUMNS
+
+Row = dict[str, str]
+
+
+def git_show(git_dir: Path, commit: str, path: str) -> str:
+    return subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def _num(text: str) -> str:
+    """A number as printed, without thousands separators."""
+    return text.replace(",", "").strip()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# vllm bench serve / benchmark_serving.py console summaries ("============ Serving Benchmark Result ============")
+
+_SUMMARY_FIELDS = {
+    "Successful requests": "requests",
+    "Maximum request concurrency": "concurrency",
+    "Request rate configured (RPS)": "rate",
+    "Benchmark duration (s)": "duration_s",
+    "Total input tokens": "input_total",
+    "Total generated tokens": "output_total",
+    "Request throughput (req/s)": "requests_per_s",
+    "Output token throughput (tok/s)": "output_tok_s",
+    "Total Token throughput (tok/s)": "total_tok_s",
+    "Total token throughput (tok/s)": "total_tok_s",
+    "Mean TTFT (ms)": "ttft_mean",
+    "Median TTFT (ms)": "ttft_median",
+    "P99 TTFT (ms)": "ttft_p99",
+    "Mean TPOT (ms)": "tpot_mean",
+    "Median TPOT (ms)": "tpot_median",
+    "Mean ITL (ms)": "itl_mean",
+    "Median ITL (ms)": "itl_median",
+    "Mean E2EL (ms)": "e2e_mean",
+}
+
+
+def parse_summary(lines: list[str]) -> dict[str, str]:
+    """The fields of one console summary (the lines between its header and its closing rule)."""
+    out: dict[str, str] = {}
+    for line in lines:
+        key, sep, value = line.strip().partition(":")
+        if sep and key.strip() in _SUMMARY_FIELDS and value.strip():
+            out[_SUMMARY_FIELDS[key.strip()]] = _num(value)
+    return out
+
+
+def split_summaries(block: list[str]) -> Iterator[tuple[str, dict[str, str]]]:
+    """(label, fields) for each summary in a code block; the label is the last ``# ...`` comment before it."""
+    label = ""
+    current: list[str] | None = None
+    for line in block:
+        s = line.strip()
+        if "Serving Benchmark Result" in s:
+            current = []
+        elif current is not None and s.startswith("=====") and current:
+            yield label, parse_summary(current)
+            current = None
+        elif current is not None:
+            current.append(s)
+        elif s.startswith("#"):
+            label = s.lstrip("#").strip()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# GPUStack performance lab (docs/performance-lab/<model>/<gpu>.md): vllm bench serve runs of vLLM, SGLang and
+# TensorRT-LLM on one GPU. Throughput docs: ShareGPT 1000 prompts and random datasets sent all at once (offline);
+# latency doc: ShareGPT 100 prompts at --max-concurrency 1-8.
+
+GPUSTACK_COMMIT = "47277d79f4a5bae12a2d25e9ecbed2a2177a5f2d"
+GPUSTACK_DOCS = {  # doc path -> (catalog gpu, weak reason or "")
+    "docs/performance-lab/qwen3-8b/h100-latency.md": ("h100-sxm", ""),
+    "docs/performance-lab/qwen3-14b/a100.md": ("a100-80gb-sxm", "A100 memory size not stated (80 GB assumed)"),
+    "docs/performance-lab/qwen3-14b/h100.md": ("h100-sxm", ""),
+    "docs/performance-lab/qwen3-32b/a100.md": ("a100-80gb-sxm", ""),
+    "docs/performance-lab/qwen3-32b/h100.md": ("h100-sxm", ""),
+}
+# The random-dataset cases as each throughput doc's "Benchmark Dataset" section defines them (input, output).
+GPUSTACK_RANDOM = {"random 32K input": (32000, 100), "random 4K input": (4000, 200),
+                   "random 2K input": (2000, 100), "random 128 input": (128, 4)}
+# Total ShareGPT input tokens of the runs (Qwen3 tokenizer): 1000 prompts, and the latency doc's 100 prompts.
+GPUSTACK_SHAREGPT_INPUT = {"217393", "23260"}
+_GPUSTACK_VERSION = re.compile(r"^- (vLLM|SGLang|TensorRT-LLM): v?(\S+)")
+_ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+
+
+@dataclass
+class Serve:
+    """A serving command of a doc: engine, model repo and the flags beyond the model."""
+
+    engine: str
+    model: str
+    flags: str
+
+
+def parse_serve(cmd: str) -> Serve | None:
+    words = cmd.replace("\\", " ").split()
+    if words[:2] == ["vllm", "serve"]:
+        engine, model, rest = "vllm", words[2], words[3:]
+    elif "sglang.launch_server" in words:
+        i = next(i for i, w in enumerate(words) if w in ("--model-path", "--model"))
+        start = words.index("sglang.launch_server")
+        engine, model = "sglang", words[i + 1]
+        rest = [w for j, w in enumerate(words) if j > start and j not in (i, i + 1)]
+    elif words[:1] == ["trtllm-serve"]:
+        engine, model, rest = "trtllm", words[1], words[2:]
+    else:
+        return None
+    return Serve(engine, model, " ".join(rest))
+
+
+def _code_blocks(text: str) -> Iterator[tuple[str, str, list[str]]]:
+    """(section heading, the '??? info' title, code lines) for each collapsible code block of a GPUStack doc."""
+    heading, title, lines, inside = "", "", [], False
+    for line in text.splitlines():
+        if line.startswith("#") and not inside:
+            heading = line.lstrip("#").strip()
+        elif line.startswith("??? info"):
+            title = line.split('"')[1] if '"' in line else line
+        elif line.strip().startswith("```"):
+            if inside:
+                yield heading, title, lines
+                lines, inside = [], False
+            else:
+                inside = True
+        elif inside:
+            lines.append(line)
+
+
+def gpustack_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for path, (gpu, gpu_weak) in GPUSTACK_DOCS.items():
+        text = git_show(git_dir, GPUSTACK_COMMIT, path)
+        lines = text.splitlines()
+        matches = (_GPUSTACK_VERSION.match(line) for line in lines)
+        versions = dict(m.groups() for m in matches if m)
+        doc_model = lines[lines.index("### Model") + 2].strip().split("/")[-1]
+        hardware = lines[lines.index("### Hardware") + 2].strip()
+        serve: Serve | None = None
+        for heading, title, block in _code_blocks(text):
+            if "serving script" in title.lower():
+                serve = parse_serve(" ".join(block))
+                continue
+            if "benchmark result" not in title.lower() or serve is None:
+                continue
+            for label, f in split_summaries(block):
+                if re.sub(r"-(FP8|AWQ)$", "", serve.model).split("/")[-1] != doc_model:
+                    continue  # a serving script naming another model than the doc's (a copy-paste slip)
+                row = _gpustack_row(path, heading, serve, label, f, gpu, gpu_weak, versions)
+                if row:
+                    row["orig_gpu"] = hardware
+                    rows.append(row)
+    return rows
+
+
+def _gpustack_row(path: str, heading: str, serve: Serve, label: str, f: dict[str, str], gpu: str, gpu_weak: str,
+                  versions: dict[str, str]) -> Row | None:
+    if "speculative" in f"{serve.flags} {label}" or "ttft_mean" not in f:
+        return None  # speculative decoding is outside what the cost model represents
+    weak = [gpu_weak] if gpu_weak else []
+    named = [e for e in _ENGINES.values() if e in heading]
+    if named and _ENGINES[serve.engine] not in named:
+        weak.append(f"section '{heading}' names {', '.join(named)} but its serving script is "
+                    f"{_ENGINES[serve.engine]}'s (engine taken from the script)")
+    norm = []
+    n = int(f["requests"])
+    if label in GPUSTACK_RANDOM:
+        isl, osl = GPUSTACK_RANDOM[label]
+        norm.append(f"random dataset --random-input-len {isl} --random-output-len {osl}; published totals "
+                    f"{f['input_total']} input / {f['output_total']} generated tokens over {n} requests")
+        if int(f["output_total"]) < 0.98 * n * osl:
+            weak.append(f"requests stopped early: {f['output_total']} of {n * osl} output tokens generated")
+        lengths = (str(isl), str(osl))
+    elif f["input_total"] in GPUSTACK_SHAREGPT_INPUT:
+        norm.append(f"input_tokens: ShareGPT ({f['input_total']} tokens / {n} req); output_tokens: ShareGPT "
+                    f"({f['output_total']} tokens / {n} req)")
+        lengths = ("", "")
+    else:
+        return None
+    model = serve.model
+    dtype = "fp8" if model.endswith("-FP8") else "int4-awq" if model.endswith("-AWQ") else "bf16"
+    base = re.sub(r"-(FP8|AWQ)$", "", model)
+    flags = serve.flags or "none (engine defaults)"
+    if label and label not in GPUSTACK_RANDOM and not label.startswith("BS="):
+        flags = f"{flags}; result labelled '{label}'"
+    if "concurrency" in f:
+        mode, conc = "concurrency", f["concurrency"]
+        norm.append(f"closed loop: {n} requests at max concurrency {conc}")
+    else:
+        mode, conc = "offline", ""
+        norm.append(f"all-at-once ({n} prompts, request rate inf)")
+    notes = ([f"[weak: {'; '.join(weak)}]"] if weak else []) + [f"[norm: {'; '.join(norm)}]"] + [
+        f"[source notes: section '{heading}'; serving script flags: {flags}; "
+        f"median TTFT {f.get('ttft_median', '-')} ms, median TPOT {f.get('tpot_median', '-')} ms; "
+        f"duration {f.get('duration_s', '-')} s; vllm bench serve]"]
+    engine_label = _ENGINES[serve.engine]
+    return {
+        "quality": "weak" if weak else "good", "source_id": "gpustack_performance_lab",
+        "source": f"github gpustack/gpustack {path} @{GPUSTACK_COMMIT[:10]}",
+        "engine": serve.engine, "engine_version": versions.get(engine_label, ""), "gpu": gpu, "gpu_count": "1",
+        "model": base, "model_family": base.split("/")[1].lower(), "weight_dtype": dtype, "kv_dtype": "auto",
+        "tp": "1", "pp": "1", "dp": "1", "mode": mode, "input_tokens": lengths[0], "output_tokens": lengths[1],
+        "concurrency": conc, "output_tok_s": f["output_tok_s"], "total_tok_s": f["total_tok_s"],
+        "requests_per_s": f["requests_per_s"], "ttft_ms": f["ttft_mean"], "ttft_stat": "mean",
+        "tpot_ms": f["tpot_mean"], "tpot_stat": "mean", "itl_ms": f.get("itl_mean", ""),
+        "itl_stat": "mean" if f.get("itl_mean") else "", "orig_gpu": "",
+        "orig_model": model, "orig_engine": engine_label, "notes": " ".join(notes),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
+    # row-id prefix: (mirror directory name, short name, extractor)
+    "dl-gps": ("gpustack+gpustack", "GPUStack performance lab", gpustack_rows),
+}
+
+
+def published_latency_keys() -> set[tuple[str, str]]:
+    with PUBLISHED_CSV.open(encoding="utf-8", newline="") as fh:
+        return {(r["ttft_ms"], r["tpot_ms"]) for r in csv.DictReader(fh) if r["ttft_ms"] and r["tpot_ms"]}
+
+
+def build(mirror: Path) -> list[Row]:
+    seen = published_latency_keys()
+    out: list[Row] = []
+    for prefix, (mirror_name, _, extract) in SOURCES.items():
+        for i, row in enumerate(extract(mirror / mirror_name / "repo"), start=1):
+            key = (row["ttft_ms"], row["tpot_ms"])
+            if key in seen and all(key):
+                continue
+            seen.add(key)
+            out.append({c: row.get(c, "") for c in MEASUREMENT_COLUMNS} | {"row_id": f"{prefix}-{i:04d}"})
+    parse_measurement_rows(out, "dense_latency (rebuilt)")  # the loader's schema: fails loudly on a bad row
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mirror", type=Path, required=True, help="directory holding <owner>+<repo>/repo snapshots")
+    ap.add_argument("--out", type=Path, default=DENSE_LATENCY_CSV)
+    ap.add_argument("--check", action="store_true", help="only compare with --out; exit 1 when they differ")
+    args = ap.parse_args(argv)
+    rows = build(args.mirror)
+    if args.check:
+        with args.out.open(encoding="utf-8", newline="") as fh:
+            same = list(csv.DictReader(fh)) == rows
+        print(f"{len(rows)} rows rebuilt; {'identical to' if same else 'DIFFERENT from'} {args.out}")
+        return 0 if same else 1
+    with args.out.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=MEASUREMENT_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{len(rows)} rows written to {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
