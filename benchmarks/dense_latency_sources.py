@@ -236,16 +236,112 @@ def _gpustack_row(path: str, heading: str, serve: Serve, label: str, f: dict[str
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# TensorRT-LLM docs/source/performance.md, releases 0.8.0 and 0.9.0: the "Low Latency" tables (batch size 1,
+# gptSessionBenchmark, "benchmark with a single output token in order to find the time to first token latency";
+# FP8 weights and FP8 KV cache on H200/H100/L40S, FP16 on A100). Read through the search index (file-version ids
+# below); the table rows are transcribed here as published: (table GPU, model label, TP, input length, ms).
+
+TRTLLM_PERF_MD = {
+    "0.8.0": ("5675739753", [
+        ("H200", "GPT-J 6B", 1, 2048, "23.6"),
+        ("H200", "Mistral 7B", 1, 128, "6.0"), ("H200", "Mistral 7B", 1, 2048, "31.8"),
+        ("H200", "LLaMA 7B", 1, 128, "5.8"), ("H200", "LLaMA 7B", 1, 2048, "30.1"),
+        ("H200", "LLaMA 70B", 8, 128, "16.0"), ("H200", "LLaMA 70B", 8, 2048, "78.8"),
+        ("H200", "Falcon 180B", 8, 128, "37.2"), ("H200", "Falcon 180B", 8, 2048, "120.8"),
+        ("H100", "GPT-J 6B", 1, 128, "5.7"), ("H100", "GPT-J 6B", 1, 2048, "23.8"),
+        ("H100", "Mistral 7B", 1, 128, "6.6"), ("H100", "Mistral 7B", 1, 2048, "32.6"),
+        ("H100", "LLaMA 7B", 1, 128, "6.4"), ("H100", "LLaMA 7B", 1, 2048, "31.0"),
+        ("H100", "LLaMA 70B", 8, 128, "17.0"), ("H100", "LLaMA 70B", 8, 2048, "84.4"),
+        ("H100", "Falcon 180B", 8, 128, "39.7"), ("H100", "Falcon 180B", 8, 2048, "128.0"),
+        ("L40S", "GPT-J 6B", 1, 128, "12.6"), ("L40S", "GPT-J 6B", 1, 2048, "61.2"),
+        ("L40S", "Mistral 7B", 1, 128, "15.5"), ("L40S", "Mistral 7B", 1, 2048, "84.3"),
+        ("L40S", "LLaMA 7B", 1, 128, "14.3"), ("L40S", "LLaMA 7B", 1, 2048, "79.0"),
+        ("L40S", "LLaMA 70B", 8, 128, "70.9"), ("L40S", "LLaMA 70B", 8, 2048, "708.7"),
+        ("L40S", "Falcon 180B", 8, 128, "93.4"), ("L40S", "Falcon 180B", 8, 2048, "769.8"),
+        ("A100", "GPT-J 6B", 1, 128, "14.1"), ("A100", "GPT-J 6B", 1, 2048, "102.8"),
+        ("A100", "Mistral 7B", 1, 128, "16.4"), ("A100", "Mistral 7B", 1, 2048, "128.7"),
+        ("A100", "LLaMA 7B", 1, 128, "16.1"), ("A100", "LLaMA 7B", 1, 2048, "120.5"),
+        ("A100", "LLaMA 70B", 8, 128, "35.6"), ("A100", "LLaMA 70B", 8, 2048, "235.1"),
+        ("A100", "Falcon 180B", 8, 128, "76.5"), ("A100", "Falcon 180B", 8, 2048, "463.0"),
+    ]),
+    "0.9.0": ("5995251461", [
+        ("H200", "GPT-J 6B", 1, 128, "5.0"), ("H200", "GPT-J 6B", 1, 2048, "23.5"),
+        ("H200", "Mistral 7B", 1, 128, "5.9"), ("H200", "Mistral 7B", 1, 2048, "31.7"),
+        ("H200", "LLaMA 7B", 1, 128, "5.7"), ("H200", "LLaMA 7B", 1, 2048, "30.2"),
+        ("H200", "LLaMA 70B", 4, 128, "17.8"), ("H200", "LLaMA 70B", 4, 2048, "103.0"),
+        ("H200", "Falcon 180B", 4, 128, "36.4"), ("H200", "Falcon 180B", 4, 2048, "194.4"),
+        ("H100", "GPT-J 6B", 1, 128, "5.5"), ("H100", "GPT-J 6B", 1, 2048, "23.8"),
+        ("H100", "Mistral 7B", 1, 128, "6.5"), ("H100", "Mistral 7B", 1, 2048, "32.4"),
+        ("H100", "LLaMA 7B", 1, 128, "6.3"), ("H100", "LLaMA 7B", 1, 2048, "30.8"),
+        ("H100", "LLaMA 70B", 4, 128, "19.6"), ("H100", "LLaMA 70B", 8, 2048, "85.1"),
+        ("H100", "Falcon 180B", 4, 128, "41.1"), ("H100", "Falcon 180B", 8, 2048, "129.9"),
+        ("L40S", "GPT-J 6B", 1, 128, "12.4"), ("L40S", "GPT-J 6B", 1, 2048, "61.7"),
+        ("L40S", "Mistral 7B", 1, 128, "15.4"), ("L40S", "Mistral 7B", 1, 2048, "87.3"),
+        ("L40S", "LLaMA 7B", 1, 128, "14.1"), ("L40S", "LLaMA 7B", 1, 2048, "80.1"),
+        ("L40S", "LLaMA 70B", 8, 128, "70.4"), ("L40S", "LLaMA 70B", 4, 2048, "673.3"),
+        ("L40S", "Falcon 180B", 8, 128, "91.0"), ("L40S", "Falcon 180B", 8, 2048, "768.8"),
+        ("A100", "GPT-J 6B", 1, 128, "14.8"), ("A100", "GPT-J 6B", 1, 2048, "136.4"),
+        ("A100", "Mistral 7B", 1, 128, "16.3"), ("A100", "Mistral 7B", 1, 2048, "139.6"),
+        ("A100", "LLaMA 7B", 1, 128, "16.2"), ("A100", "LLaMA 7B", 1, 2048, "132.4"),
+        ("A100", "LLaMA 70B", 4, 128, "45.6"), ("A100", "LLaMA 70B", 8, 2048, "249.2"),
+        ("A100", "Falcon 180B", 8, 128, "76.5"), ("A100", "Falcon 180B", 8, 2048, "456.0"),
+    ]),
+}
+# The doc's model labels -> catalog ids; its build sections name the checkpoints Llama2-7b and Llama2-70b.
+_TRTLLM_MODELS = {"GPT-J 6B": "EleutherAI/gpt-j-6b", "LLaMA 7B": "meta-llama/Llama-2-7b-hf",
+                  "LLaMA 70B": "meta-llama/Llama-2-70b-hf", "Falcon 180B": "tiiuae/falcon-180B",
+                  "Mistral 7B": "mistralai/Mistral-7B-v0.1"}
+_TRTLLM_GPUS = {"H200": "h200-sxm", "H100": "h100-sxm", "L40S": "l40s", "A100": "a100-80gb-sxm"}
+
+
+def trtllm_perf_md_rows(_: Path) -> list[Row]:
+    rows: list[Row] = []
+    for version, (file_id, table) in TRTLLM_PERF_MD.items():
+        for gpu_label, label, tp, isl, ttft in table:
+            weak = []
+            if label == "Mistral 7B":
+                weak.append("the doc names 'Mistral 7B' without a version (v0.1, current at the release, assumed)")
+            if gpu_label == "A100":
+                weak.append("A100 memory size and form factor not stated (80 GB SXM assumed)")
+            fp8 = gpu_label != "A100"
+            rows.append({
+                "quality": "weak" if weak else "good", "source_id": f"trtllm_performance_md_v{version}_low_latency",
+                "source": f"NVIDIA/TensorRT-LLM docs/source/performance.md, release {version} ('All data was generated "
+                          f"using version {version}'), indexed file-version id {file_id}, 'Low Latency' tables",
+                "engine": "trtllm", "engine_version": version, "gpu": _TRTLLM_GPUS[gpu_label], "gpu_count": str(tp),
+                "model": _TRTLLM_MODELS[label], "model_family": _TRTLLM_MODELS[label].split("/")[1].lower(),
+                "weight_dtype": "fp8" if fp8 else "fp16", "kv_dtype": "fp8" if fp8 else "fp16",
+                "tp": str(tp), "pp": "1", "dp": "1", "mode": "static_batch", "input_tokens": str(isl),
+                "output_tokens": "1", "concurrency": "1", "ttft_ms": ttft, "ttft_stat": "single",
+                "orig_gpu": f"{gpu_label} GPUs ({'FP8' if fp8 else 'FP16'})", "orig_model": label,
+                "orig_engine": "TensorRT-LLM (gptSessionBenchmark)",
+                "notes": (f"[weak: {'; '.join(weak)}] " if weak else "") +
+                         "[norm: output_tokens 1: the doc measures first-token latency by benchmarking 'with a single "
+                         "output token'; batch size 1] [source notes: 'Low Latency' table, '1st Token Latency (ms)'; "
+                         "FP8 rows use quant_algo FP8 with kv_cache_quant_algo FP8; engines built per the doc's "
+                         "trtllm-build commands]",
+            })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     # row-id prefix: (mirror directory name, short name, extractor)
     "dl-gps": ("gpustack+gpustack", "GPUStack performance lab", gpustack_rows),
+    "dl-trt": ("", "TensorRT-LLM performance.md 0.8.0/0.9.0 (transcribed)", trtllm_perf_md_rows),
 }
 
 
-def published_latency_keys() -> set[tuple[str, str]]:
+def latency_key(r: Row) -> tuple[str, ...]:
+    """Two rows with this key equal publish the same measurement (TTFT and TPOT; TTFT alone is too coarse)."""
+    if r["ttft_ms"] and r["tpot_ms"]:
+        return (r["ttft_ms"], r["tpot_ms"])
+    return (r["gpu"], r["model"].lower(), r["tp"], r["input_tokens"], r["ttft_ms"], r["tpot_ms"], r["itl_ms"])
+
+
+def published_latency_keys() -> set[tuple[str, ...]]:
     with PUBLISHED_CSV.open(encoding="utf-8", newline="") as fh:
-        return {(r["ttft_ms"], r["tpot_ms"]) for r in csv.DictReader(fh) if r["ttft_ms"] and r["tpot_ms"]}
+        return {latency_key(r) for r in csv.DictReader(fh) if r["ttft_ms"] or r["tpot_ms"] or r["itl_ms"]}
 
 
 def build(mirror: Path) -> list[Row]:
@@ -253,11 +349,12 @@ def build(mirror: Path) -> list[Row]:
     out: list[Row] = []
     for prefix, (mirror_name, _, extract) in SOURCES.items():
         for i, row in enumerate(extract(mirror / mirror_name / "repo"), start=1):
-            key = (row["ttft_ms"], row["tpot_ms"])
-            if key in seen and all(key):
+            row = {c: row.get(c, "") for c in MEASUREMENT_COLUMNS}
+            key = latency_key(row)
+            if key in seen:
                 continue
             seen.add(key)
-            out.append({c: row.get(c, "") for c in MEASUREMENT_COLUMNS} | {"row_id": f"{prefix}-{i:04d}"})
+            out.append(row | {"row_id": f"{prefix}-{i:04d}"})
     parse_measurement_rows(out, "dense_latency (rebuilt)")  # the loader's schema: fails loudly on a bad row
     return out
 
