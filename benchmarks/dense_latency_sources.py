@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_catalog.loader import DENSE_LATENCY_CSV, PUBLISHED_CSV, parse_measurement_rows
+from gpu_catalog.loader import DENSE_LATENCY_CSV, PUBLISHED_CSV, load_catalog, parse_measurement_rows
 from gpu_catalog.schema import MEASUREMENT_COLUMNS
 
 Row = dict[str, str]
@@ -324,11 +324,92 @@ def trtllm_perf_md_rows(_: Path) -> list[Row]:
     return rows
 
 # ---------------------------------------------------------------------------------------------------------------
+# Lambda's vLLM report (LambdaLabsML/vllm-benchmark benchmark_v0.md): the TP-scaling table, "throughput/latency"
+# per model and system at --num-prompts 320, request rate inf, vLLM v0.5.4; the metrics it monitors are output token
+# throughput and inter-token latency. Read through the search index; cells transcribed as published
+# (system, model column, cell). Mixtral (MoE) and Mistral-Large (not in the catalog) columns are left out.
+
+LAMBDA_COMMIT = "0e8fc5d0f9865a326666cb82aeb2d8dc74c82c5e"
+LAMBDA_TABLE = [
+    ("1xA100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "1517.54/42.85"),
+    ("1xA100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "208.79/58.26"),
+    ("1xA100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "1591.4/56.51"),
+    ("1xA100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "1277.85/61.48"),
+    ("2xA100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "1854.27/38.21"),
+    ("2xA100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "662.64/120.32"),
+    ("2xA100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "1861.61/53.52"),
+    ("2xA100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "1593.97/51.39"),
+    ("4xA100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "1899.76/40.02"),
+    ("4xA100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "956.53/88.25"),
+    ("4xA100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "2228.35/44.66"),
+    ("4xA100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "1919.13/44.7"),
+    ("8xA100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "1972.26/40.47"),
+    ("8xA100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "1162.78/74.12"),
+    ("8xA100-80GB-SXM", "Hermes-3-Llama-3.1-405B-FP8", "467.85/180.74"),
+    ("8xA100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "2381.43/39.89"),
+    ("8xA100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "2035.34/40.7"),
+    ("1xH100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "3400.4/19.75"),
+    ("1xH100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "418.92/35.84"),
+    ("1xH100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "3281.19/27.23"),
+    ("1xH100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "2414.81/31.16"),
+    ("2xH100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "3688.64/18.83"),
+    ("2xH100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "1727.69/49.33"),
+    ("2xH100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "3758.54/24.26"),
+    ("2xH100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "3064.06/24.44"),
+    ("4xH100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "3475.27/20.26"),
+    ("4xH100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "2242.99/38.26"),
+    ("4xH100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "4133.32/21.79"),
+    ("4xH100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "3509.24/22.1"),
+    ("8xH100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "3931.83/17.61"),
+    ("8xH100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "2572.8/33.71"),
+    ("8xH100-80GB-SXM", "Hermes-3-Llama-3.1-405B-FP8", "1230.74/73.54"),
+    ("8xH100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "4397.11/21.56"),
+    ("8xH100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "3686.29/22.85"),
+]
+_LAMBDA_MODELS = {  # column -> (catalog model, weight dtype)
+    "Meta-Llama-3.1-8B-FP8": ("meta-llama/Llama-3.1-8B", "fp8"),
+    "Meta-Llama-3.1-70B-Instruct-FP8": ("meta-llama/Llama-3.1-70B-Instruct", "fp8"),
+    "Hermes-3-Llama-3.1-405B-FP8": ("meta-llama/Llama-3.1-405B", "fp8"),
+    "Mistral-7B-Instruct-v0.3": ("mistralai/Mistral-7B-Instruct-v0.3", "bf16"),
+    "Mistral-Nemo-Instruct-2407": ("mistralai/Mistral-Nemo-Instruct-2407", "bf16"),
+}
+
+
+def lambda_rows(_: Path) -> list[Row]:
+    rows: list[Row] = []
+    for system, column, cell in LAMBDA_TABLE:
+        n = int(system.split("x")[0])
+        gpu = "a100-80gb-sxm" if "A100" in system else "h100-sxm"
+        model, dtype = _LAMBDA_MODELS[column]
+        thr, itl = cell.split("/")
+        weak = [f"tensor parallelism over all {n} GPUs inferred from the text ('overly tensor parallelized "
+                "systems')" if n > 1 else "", "latency statistic not stated (the report monitors inter-token "
+                "latency)", "dataset not named in the report (the repository's runs use ShareGPT prompts)"]
+        if dtype == "bf16":
+            weak.append("dtype not stated (vLLM default: the checkpoint's bfloat16)")
+        if dtype == "fp8" and gpu.startswith("a100"):
+            weak.append("FP8 checkpoint on A100 (vLLM runs it weight-only)")
+        rows.append({
+            "quality": "weak", "source_id": "lambda_vllm_benchmark_report",
+            "source": f"github LambdaLabsML/vllm-benchmark benchmark_v0.md @{LAMBDA_COMMIT[:10]} "
+                      "(tensor-parallel scaling table)",
+            "engine": "vllm", "engine_version": "0.5.4", "gpu": gpu, "gpu_count": str(n), "model": model,
+            "model_family": model.split("/")[1].lower(), "weight_dtype": dtype, "tp": str(n), "pp": "1",
+            "dp": "1", "mode": "offline", "output_tok_s": thr, "itl_ms": itl,
+            "itl_stat": "not stated (mean or median)", "orig_gpu": system, "orig_model": column,
+            "orig_engine": "vLLM", "notes": f"[weak: {'; '.join(w for w in weak if w)}] [norm: all-at-once (320 "
+            "prompts, request rate inf); cell published as 'throughput/latency' = output tokens/s / ms] "
+            "[source notes: benchmark_serving.py; --num-prompts fixed at 320 'to ensure a large batch size']",
+        })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     # row-id prefix: (mirror directory name, short name, extractor)
     "dl-gps": ("gpustack+gpustack", "GPUStack performance lab", gpustack_rows),
     "dl-trt": ("", "TensorRT-LLM performance.md 0.8.0/0.9.0 (transcribed)", trtllm_perf_md_rows),
+    "dl-lam": ("", "Lambda vLLM benchmark report (transcribed)", lambda_rows),
 }
 
 
@@ -346,10 +427,15 @@ def published_latency_keys() -> set[tuple[str, ...]]:
 
 def build(mirror: Path) -> list[Row]:
     seen = published_latency_keys()
+    catalog = load_catalog()
     out: list[Row] = []
     for prefix, (mirror_name, _, extract) in SOURCES.items():
         for i, row in enumerate(extract(mirror / mirror_name / "repo"), start=1):
             row = {c: row.get(c, "") for c in MEASUREMENT_COLUMNS}
+            spec = catalog.resolve_model(row["model"])
+            if spec is None:
+                raise SystemExit(f"{prefix}: model {row['model']} is not in the catalog")
+            row["model_family"] = spec.family
             key = latency_key(row)
             if key in seen:
                 continue
