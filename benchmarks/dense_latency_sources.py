@@ -404,12 +404,68 @@ def lambda_rows(_: Path) -> list[Row]:
     return rows
 
 # ---------------------------------------------------------------------------------------------------------------
+# dstack's vLLM serving benchmarks of Llama-3.1-405B FP8 (github dstackai/benchmarks): benchmark_serving.py on
+# ShareGPT, 1000 prompts at request rates 16, 32 and 1000, as CSV summaries of the raw result JSONs:
+# comparison/h100sxm5_vs_mi300x/csv_data/qps_comparison.csv (8x H100 SXM5 vs 8x/4x MI300X) and
+# nvidia/8xh100/charts/qps_output.csv (8x H100 SXM5 across vLLM scheduler settings).
+
+DSTACK_COMMIT = "06c957ab51572ca18db9c1f4bb254a9eb86df4d7"
+DSTACK_QPS_FILES = ("comparison/h100sxm5_vs_mi300x/csv_data/qps_comparison.csv", "nvidia/8xh100/charts/qps_output.csv")
+# The comparison's system labels: (gpu, gpu count, tp, dp, checkpoint, kv dtype, engine version, weak reason)
+_H100_VLLM = "nightly wheel vllm-1.0.0.dev (Nov 2024)"
+_ROCM_VLLM = "ghcr.io/embeddedllm/vllm-rocm:cb3b2b9"
+DSTACK_SYSTEMS = {
+    "8xH100 1FP8-meta": ("h100-sxm", 8, 8, 1, "meta-llama/Llama-3.1-405B-FP8", "auto", _H100_VLLM, ""),
+    "8xMi300x 1FP8-meta": ("mi300x", 8, 8, 1, "meta-llama/Llama-3.1-405B-FP8", "auto", _ROCM_VLLM, ""),
+    "8xMi300x 1FP8-amd": ("mi300x", 8, 8, 1, "amd/Llama-3.1-405B-Instruct-FP8-KV", "fp8", _ROCM_VLLM, ""),
+    "4xMi300x 1FP8-amd": ("mi300x", 4, 4, 1, "amd/Llama-3.1-405B-Instruct-FP8-KV", "fp8", _ROCM_VLLM,
+                          "tensor parallelism over the 4 GPUs inferred from the run name '1fp8-4-gpu'"),
+    "8xMi300x 2FP8-amd": ("mi300x", 8, 4, 2, "amd/Llama-3.1-405B-Instruct-FP8-KV", "fp8", _ROCM_VLLM,
+                          "two 4-GPU instances inferred from the label '2FP8' and the note that the 8x MI300X "
+                          "'2fp8' throughput aggregates the 4x MI300X data"),
+}
+
+
+def dstack_qps_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for path in DSTACK_QPS_FILES:
+        text = git_show(git_dir, DSTACK_COMMIT, path).lstrip("\ufeff")
+        for r in csv.DictReader(text.splitlines()):
+            label = " ".join(r.get("gpu", "8xH100 1FP8-meta").split())
+            gpu, n, tp, dp, ckpt, kv, version, weak = DSTACK_SYSTEMS[label]
+            config = {k: r[k] for k in ("num-scheduler-step", "enable-chunked-prefill", "max-num-batched-tokens",
+                                        "max-num-seqs", "max-seq-len-to-capture", "enable-prefix-caching")}
+            rate = r["request_rate"]
+            burst = "; 1000 req/s is effectively all at once" if rate == "1000" else ""
+            settings = ", ".join(f"{k}={v}" for k, v in config.items())
+            rows.append({
+                "quality": "weak" if weak else "good", "source_id": "dstack_llama405b_serving",
+                "source": f"github dstackai/benchmarks {path} @{DSTACK_COMMIT[:10]}", "engine": "vllm",
+                "engine_version": version, "gpu": gpu, "gpu_count": str(n), "model": "meta-llama/Llama-3.1-405B",
+                "weight_dtype": "fp8", "kv_dtype": kv, "tp": str(tp), "pp": "1", "dp": str(dp),
+                "mode": "request_rate", "request_rate": rate,
+                "max_batch": config["max-num-seqs"] if config["max-num-seqs"].isdigit() else "",
+                "output_tok_s": r["output_throughput"], "total_tok_s": r["total_token_throughput"],
+                "requests_per_s": r["request_throughput"], "ttft_ms": r["mean_ttft_ms"], "ttft_stat": "mean",
+                "tpot_ms": r["mean_tpot_ms"], "tpot_stat": "mean", "itl_ms": r["mean_itl_ms"], "itl_stat": "mean",
+                "orig_gpu": label, "orig_model": ckpt, "orig_engine": "vLLM",
+                "notes": (f"[weak: {weak}] " if weak else "") +
+                f"[norm: input_tokens: ShareGPT ({r['total_input_tokens']} tokens / {r['completed']} req); "
+                f"output_tokens: ShareGPT ({r['total_output_tokens']} tokens / {r['completed']} req); open loop at "
+                f"{rate} req/s ({r['num_prompts']} prompts{burst})] [source notes: benchmark_serving.py; server "
+                f"settings {settings}; median TTFT {r['median_ttft_ms']} ms, median TPOT {r['median_tpot_ms']} ms; "
+                f"duration {r['duration']} s]",
+            })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     # row-id prefix: (mirror directory name, short name, extractor)
     "dl-gps": ("gpustack+gpustack", "GPUStack performance lab", gpustack_rows),
     "dl-trt": ("", "TensorRT-LLM performance.md 0.8.0/0.9.0 (transcribed)", trtllm_perf_md_rows),
     "dl-lam": ("", "Lambda vLLM benchmark report (transcribed)", lambda_rows),
+    "dl-dsq": ("dstackai+benchmarks", "dstack Llama-3.1-405B FP8 serving (H100, MI300X)", dstack_qps_rows),
 }
 
 
