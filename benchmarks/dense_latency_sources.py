@@ -37,6 +37,11 @@ def _num(text: str) -> str:
     return text.replace(",", "").strip()
 
 
+def _positive(text: str) -> str:
+    """The value, or empty where the source printed 0 (a rounded rate: the schema stores only positive rates)."""
+    return text if text and float(text) > 0 else ""
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # vllm bench serve / benchmark_serving.py console summaries ("============ Serving Benchmark Result ============")
 
@@ -458,6 +463,47 @@ def dstack_qps_rows(git_dir: Path) -> list[Row]:
             })
     return rows
 
+# dstack's TGI-vs-vLLM study on 8x MI300X (amd/tgi_vs_vllm): vLLM 0.6.3.dev116+g151ef4ef serving
+# meta-llama/Llama-3.1-405B-Instruct with --tensor-parallel-size=8; benchmark_serving.py on the sonnet dataset with
+# --num-prompt = batch size (no request rate: all at once). The README fixes the prompts at 80 tokens (short) and
+# 10000 tokens (long) and runs single prompts of 16000 to 128000 tokens; the output length is not stated.
+DSTACK_VLLM_FILES = {  # file -> input tokens per prompt (None: per row, from the README's single-prompt list)
+    "amd/tgi_vs_vllm/vllm/data/result_vllm_short.csv": 80,
+    "amd/tgi_vs_vllm/vllm/data/result_vllm_long.csv": 10000,
+    "amd/tgi_vs_vllm/vllm/data/result_vllm_single_prompt.csv": None,
+}
+
+
+def dstack_tgi_vs_vllm_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for path, isl in DSTACK_VLLM_FILES.items():
+        for r in csv.DictReader(git_show(git_dir, DSTACK_COMMIT, path).splitlines()):
+            n = r["Successful requests"]
+            prompt_len = isl or int(r["Total input tokens"])  # single prompts: the one prompt's length
+            rows.append({
+                "quality": "good", "source_id": "dstack_mi300x_tgi_vs_vllm",
+                "source": f"github dstackai/benchmarks {path} @{DSTACK_COMMIT[:10]} (amd/tgi_vs_vllm/README.md)",
+                "engine": "vllm", "engine_version": "0.6.3.dev116+g151ef4ef (ROCm 6.1)", "gpu": "mi300x",
+                "gpu_count": "8", "model": "meta-llama/Llama-3.1-405B-Instruct", "weight_dtype": "bf16",
+                "kv_dtype": "auto", "tp": "8", "pp": "1", "dp": "1", "mode": "offline",
+                "input_tokens": str(prompt_len), "output_tok_s": _positive(r["Output token throughput (tok/s)"]),
+                "total_tok_s": r["Total Token throughput (tok/s)"],
+                "requests_per_s": _positive(r["Request throughput (req/s)"]),
+                "ttft_ms": r["Mean TTFT (ms)"], "ttft_stat": "mean", "tpot_ms": r["Mean TPOT (ms)"],
+                "tpot_stat": "mean", "itl_ms": r["Mean ITL (ms)"], "itl_stat": "mean",
+                "orig_gpu": "8 x AMD Instinct MI300X", "orig_model": "meta-llama/Llama-3.1-405B-Instruct",
+                "orig_engine": "vLLM",
+                "notes": f"[norm: all-at-once ({n} prompts, no request rate); sonnet prompts of {prompt_len} tokens "
+                         f"(published total {r['Total input tokens']}); output_tokens not stated (published total "
+                         f"{r['Total generated tokens']} generated over {n} requests)] [source notes: "
+                         f"benchmark_serving.py --dataset-name sonnet --num-prompt {n}; median TTFT "
+                         f"{r['Median TTFT (ms)']} ms, median TPOT {r['Median TPOT (ms)']} ms; duration "
+                         f"{r['Benchmark duration (s)']} s; request throughput as published "
+                         f"{r['Request throughput (req/s)']} req/s (0.00 left empty); weights bf16 as the "
+                         "checkpoint (no --dtype or quantization flag in the serve command)]",
+            })
+    return rows
+
 # ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
@@ -466,6 +512,7 @@ SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     "dl-trt": ("", "TensorRT-LLM performance.md 0.8.0/0.9.0 (transcribed)", trtllm_perf_md_rows),
     "dl-lam": ("", "Lambda vLLM benchmark report (transcribed)", lambda_rows),
     "dl-dsq": ("dstackai+benchmarks", "dstack Llama-3.1-405B FP8 serving (H100, MI300X)", dstack_qps_rows),
+    "dl-dsv": ("dstackai+benchmarks", "dstack TGI vs vLLM on 8x MI300X (vLLM rows)", dstack_tgi_vs_vllm_rows),
 }
 
 
