@@ -504,6 +504,56 @@ def dstack_tgi_vs_vllm_rows(git_dir: Path) -> list[Row]:
             })
     return rows
 
+# GPUStack's reference "The Impact of Quantization on vLLM Inference Performance": Qwen3-8B under vLLM v0.9.2,
+# vllm bench serve on ShareGPT (1000 prompts, all at once), one table per GPU of throughput, mean TTFT and mean
+# TPOT per quantization method.
+GPUSTACK_QUANT_DOC = "docs/performance-lab/references/the-impact-of-quantization-on-vllm-inference-performance.md"
+_QUANT_GPUS = {"RTX 4090": ("rtx-4090", ""),
+               "A100 80GB": ("a100-80gb-sxm", "A100 80GB form factor not stated (SXM assumed)"),
+               "H100 80GB": ("h100-sxm", "H100 80GB form factor not stated (SXM assumed)"),
+               "KV Cache Quantization": ("h100-sxm", "H100 80GB form factor not stated (SXM assumed); GPU of the "
+                                         "KV-cache table not named (its BF16 baseline is the H100 table's)")}
+_QUANT_METHODS = {  # method label -> (weight dtype, kv dtype); labels not listed (bitsandbytes, GGUF) are left out
+    "BF16": ("bf16", "auto"), "BF16 (Baseline)": ("bf16", "auto"), "BF16 + KV Cache FP8 (E4M3)": ("bf16", "fp8"),
+    "AWQ": ("int4-awq", "auto"), "AWQ Marlin": ("int4-awq", "auto"),
+    "GPTQ (Int4)": ("int4-gptq", "auto"), "GPTQ-Marlin (Int4)": ("int4-gptq", "auto"),
+    "GPTQ (Int8)": ("int8-wo", "auto"), "GPTQ Marlin (Int8)": ("int8-wo", "auto"), "GPTQ Marlin": ("int8-wo", "auto"),
+    "FP8 Static": ("fp8", "auto"), "FP8 Dynamic": ("fp8", "auto"), "Int4-W4A16": ("int4-wo", "auto"),
+}
+
+
+def gpustack_quantization_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    table = ""
+    for line in git_show(git_dir, GPUSTACK_COMMIT, GPUSTACK_QUANT_DOC).splitlines():
+        if line.startswith("### "):
+            table = line[4:].strip()
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if table not in _QUANT_GPUS or len(cells) != 4 or cells[0] not in _QUANT_METHODS:
+            continue
+        method, thr, ttft, tpot = (cells[0], *(c.split(" ")[0] for c in cells[1:]))
+        if ttft == "N/A":
+            continue
+        gpu, gpu_weak = _QUANT_GPUS[table]
+        dtype, kv = _QUANT_METHODS[method]
+        weak = [w for w in (gpu_weak, "quantized checkpoint not named" if dtype != "bf16" else "",
+                            "GPTQ label without bit width: int8 inferred from the RTX 4090 table's order"
+                            if method == "GPTQ Marlin" else "") if w]
+        rows.append({
+            "quality": "weak" if weak else "good", "source_id": "gpustack_quantization_reference",
+            "source": f"github gpustack/gpustack {GPUSTACK_QUANT_DOC} @{GPUSTACK_COMMIT[:10]}", "engine": "vllm",
+            "engine_version": "0.9.2", "gpu": gpu, "gpu_count": "1", "model": "Qwen/Qwen3-8B", "weight_dtype": dtype,
+            "kv_dtype": kv, "tp": "1", "pp": "1", "dp": "1", "mode": "offline", "ttft_ms": ttft, "ttft_stat": "mean",
+            "tpot_ms": tpot, "tpot_stat": "mean", "orig_gpu": table, "orig_model": f"Qwen3-8B ({method})",
+            "orig_engine": "vLLM",
+            "notes": (f"[weak: {'; '.join(weak)}] " if weak else "") + "[norm: ShareGPT, 1000 prompts all at once "
+                     "(vllm bench serve --num-prompts 1000, no rate); lengths not fixed] [source notes: table "
+                     f"'{table}', method '{method}'; published 'Throughput (tok/s)' {thr} (which throughput is not "
+                     "stated, so not copied into a throughput column)]",
+        })
+    return rows
+
 # ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
@@ -513,6 +563,7 @@ SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     "dl-lam": ("", "Lambda vLLM benchmark report (transcribed)", lambda_rows),
     "dl-dsq": ("dstackai+benchmarks", "dstack Llama-3.1-405B FP8 serving (H100, MI300X)", dstack_qps_rows),
     "dl-dsv": ("dstackai+benchmarks", "dstack TGI vs vLLM on 8x MI300X (vLLM rows)", dstack_tgi_vs_vllm_rows),
+    "dl-gpq": ("gpustack+gpustack", "GPUStack quantization reference (Qwen3-8B)", gpustack_quantization_rows),
 }
 
 
