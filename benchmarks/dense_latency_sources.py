@@ -555,6 +555,49 @@ def gpustack_quantization_rows(git_dir: Path) -> list[Row]:
     return rows
 
 # ---------------------------------------------------------------------------------------------------------------
+# Tenstorrent's GPU reference runs, posted in tt-inference-server issues: their benchmark sweep (vLLM's
+# benchmark_serving-based client, random prompts of fixed ISL/OSL, closed loop at the stated concurrency, N requests;
+# "all metrics are means across benchmark run") run against a vLLM server on NVIDIA GPUs. Read as search-index
+# excerpts of the comments (the first rows of each table), transcribed as published:
+# (ISL, OSL, concurrency, N requests, TTFT ms, TPOT ms, E2EL ms or "", request/s or "").
+TT_GPU_RUNS = [
+    ("143", "2025-04-01", "Qwen/Qwen2.5-72B-Instruct", "h100-sxm", 2, "Qwen2.5-72B-Instruct on 2xH100",
+     "H100 form factor not stated (SXM assumed); TP over the 2 GPUs, dtype and vLLM version not stated", [
+         (128, 128, 1, 8, "41.1", "30.9", "3964.6", "0.252"), (128, 1024, 1, 4, "35.0", "30.9", "31664.4", "0.032"),
+         (1024, 128, 1, 8, "129.2", "31.0", "4062.2", "0.246"), (2048, 128, 1, 8, "149.5", "31.0", "4088.9", "0.245"),
+         (3072, 128, 1, 8, "270.9", "31.1", "4221.5", "0.237"), (4096, 128, 1, 8, "505.1", "31.1", "4456.0", "0.224"),
+         (8192, 128, 1, 8, "1063.8", "31.3", "", ""),
+     ]),
+    ("125", "2025-03-28", "Qwen/Qwen2.5-7B-Instruct", "rtx-4090", 1, "Qwen2.5-7B-Instruct on 4090",
+     "the report's metadata names device n300 while its title says 4090 (GPU taken from the title); dtype and "
+     "vLLM version not stated", [
+         (128, 128, 1, 8, "30.8", "17.1", "2199.0", "0.454"), (128, 1024, 1, 4, "28.2", "17.2", "17590.2", "0.057"),
+         (1024, 128, 1, 8, "99.6", "17.2", "2278.4", "0.439"), (2048, 128, 1, 8, "116.4", "17.2", "2302.2", "0.434"),
+         (3072, 128, 1, 8, "128.1", "17.3", "", ""),
+     ]),
+]
+
+
+def tenstorrent_gpu_rows(_: Path) -> list[Row]:
+    rows: list[Row] = []
+    for issue, date, model, gpu, n, title, weak, table in TT_GPU_RUNS:
+        for isl, osl, conc, nreq, ttft, tpot, e2e, rps in table:
+            rows.append({
+                "quality": "weak", "source_id": "tenstorrent_gpu_reference_runs",
+                "source": f"github tenstorrent/tt-inference-server issue #{issue} (comment {date}, "
+                          f"'Performance Benchmarks for {title}')",
+                "engine": "vllm", "gpu": gpu, "gpu_count": str(n), "model": model, "tp": str(n), "pp": "1",
+                "dp": "1", "mode": "concurrency", "input_tokens": str(isl), "output_tokens": str(osl),
+                "concurrency": str(conc), "requests_per_s": rps, "ttft_ms": ttft, "ttft_stat": "mean",
+                "tpot_ms": tpot, "tpot_stat": "mean", "e2e_ms": e2e, "e2e_stat": "mean" if e2e else "",
+                "orig_gpu": title.split(" on ")[1], "orig_model": title.split(" on ")[0], "orig_engine": "vLLM",
+                "notes": f"[weak: {weak}] [norm: closed loop: {nreq} requests at concurrency {conc}; fixed "
+                         f"ISL/OSL {isl}/{osl}] [source notes: tt-inference-server benchmark sweep table (means); "
+                         "transcribed from the search index's excerpt of the comment, which ends mid-table]",
+            })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     # row-id prefix: (mirror directory name, short name, extractor)
@@ -564,6 +607,7 @@ SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     "dl-dsq": ("dstackai+benchmarks", "dstack Llama-3.1-405B FP8 serving (H100, MI300X)", dstack_qps_rows),
     "dl-dsv": ("dstackai+benchmarks", "dstack TGI vs vLLM on 8x MI300X (vLLM rows)", dstack_tgi_vs_vllm_rows),
     "dl-gpq": ("gpustack+gpustack", "GPUStack quantization reference (Qwen3-8B)", gpustack_quantization_rows),
+    "dl-ttg": ("", "Tenstorrent GPU reference runs (issue excerpts, transcribed)", tenstorrent_gpu_rows),
 }
 
 
