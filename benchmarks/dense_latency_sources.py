@@ -623,13 +623,29 @@ def published_latency_keys() -> set[tuple[str, ...]]:
         return {latency_key(r) for r in csv.DictReader(fh) if r["ttft_ms"] or r["tpot_ms"] or r["itl_ms"]}
 
 
+BURST_REASON = ("all-at-once burst: its TTFT/TPOT are dominated by the queue of the requests sent together, a count "
+                "no column records, so the calibration cannot represent them")
+
+
+def flag_burst(row: Row) -> Row:
+    """Rows of a burst (mode offline) that publish latencies are weak: see BURST_REASON."""
+    if row["mode"] != "offline" or not (row["ttft_ms"] or row["tpot_ms"] or row["itl_ms"]):
+        return row
+    notes = row["notes"]
+    if notes.startswith("[weak: "):
+        notes = f"[weak: {BURST_REASON}; {notes[len('[weak: '):]}"
+    else:
+        notes = f"[weak: {BURST_REASON}] {notes}"
+    return row | {"quality": "weak", "notes": notes}
+
+
 def build(mirror: Path) -> list[Row]:
     seen = published_latency_keys()
     catalog = load_catalog()
     out: list[Row] = []
     for prefix, (mirror_name, _, extract) in SOURCES.items():
         for i, row in enumerate(extract(mirror / mirror_name / "repo"), start=1):
-            row = {c: row.get(c, "") for c in MEASUREMENT_COLUMNS}
+            row = flag_burst({c: row.get(c, "") for c in MEASUREMENT_COLUMNS})
             spec = catalog.resolve_model(row["model"])
             if spec is None:
                 raise SystemExit(f"{prefix}: model {row['model']} is not in the catalog")

@@ -46,6 +46,13 @@ def test_every_dense_latency_row_names_a_listed_source() -> None:
     assert all((r.notes or "").startswith("[weak: ") for r in weak)
 
 
+def test_burst_latencies_are_not_fitted() -> None:
+    # all-at-once runs: their TTFT/TPOT depend on how many requests were sent together, which no column carries
+    bursts = [r for r in load_measurements(DENSE_LATENCY_CSV)
+              if r.mode == "offline" and (r.ttft_ms or r.tpot_ms or r.itl_ms)]
+    assert bursts and all(r.quality == "weak" and "all-at-once burst" in (r.notes or "") for r in bursts)
+
+
 def _key(r: dict[str, str]) -> tuple[str, ...]:
     # TTFT with TPOT identifies a run; a TTFT alone only together with where it was measured
     if r["ttft_ms"] and r["tpot_ms"]:
