@@ -4,7 +4,7 @@ For every source in the measurement set: fit the calibration without it, predict
 Prints the median and 90th-percentile absolute % error of throughput (output tok/s, or total tok/s where
 only that is published), TTFT and TPOT/ITL, overall and by GPU, engine, dtype and mode, with row counts.
 
-    python benchmarks/accuracy.py                 # quality=good rows of the shipped published.csv
+    python benchmarks/accuracy.py                 # quality=good rows of the shipped measurement CSVs
     python benchmarks/accuracy.py --quality all   # good and weak rows
     python benchmarks/accuracy.py --json out.json # also write the full report
     python benchmarks/accuracy.py --database-url "$DATABASE_URL"  # the service's stored rows (shipped + users')
@@ -17,13 +17,12 @@ GET /v1/calibration's held-out report is this report (the same rows, quality=goo
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 import time
 from pathlib import Path
 
-from gpu_catalog.loader import PUBLISHED_CSV, Catalog, load_catalog, load_cost_constants
+from gpu_catalog.loader import SHIPPED_CSVS, Catalog, load_catalog, load_cost_constants, read_shipped_rows
 from gpu_catalog.schema import CostConstants
 from service.calibrate import FITTED_QUALITY
 from service.core.calibration import METRICS, MeasurementSet, cross_validate, prepare
@@ -43,11 +42,15 @@ def _line(label: str, stats: dict[str, dict[str, object]]) -> str:
     return f"  {label:<28} " + "   ".join(cells)
 
 
-def csv_measurements(path: Path, quality: str, catalog: Catalog, tables: Tables,
+def csv_rows(paths: Path | list[Path], quality: str) -> list[dict[str, str]]:
+    """The rows of one or more measurement CSVs of that quality (``all``: good and weak)."""
+    rows = read_shipped_rows([paths] if isinstance(paths, Path) else paths)
+    return [r for r in rows if quality == "all" or r["quality"] == FITTED_QUALITY]
+
+
+def csv_measurements(paths: Path | list[Path], quality: str, catalog: Catalog, tables: Tables,
                      constants: CostConstants) -> MeasurementSet:
-    with path.open(encoding="utf-8", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if quality == "all" or r["quality"] == FITTED_QUALITY]
-    return prepare(rows, catalog, tables, constants)
+    return prepare(csv_rows(paths, quality), catalog, tables, constants)
 
 
 def stored_measurements(database_url: str, quality: str, constants: CostConstants) -> tuple[Tables, MeasurementSet]:
@@ -65,7 +68,8 @@ def stored_measurements(database_url: str, quality: str, constants: CostConstant
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--csv", type=Path, default=PUBLISHED_CSV)
+    ap.add_argument("--csv", type=Path, nargs="+", default=list(SHIPPED_CSVS),
+                    help="measurement CSVs (default: every shipped file)")
     ap.add_argument("--database-url", help="score the measurements stored in this database (SQLAlchemy URL) "
                     "instead of --csv: the rows GET /v1/calibration reports on")
     ap.add_argument("--quality", choices=["good", "all"], default="good")
@@ -85,8 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
         catalog = load_catalog()
         tables = build_tables(catalog, constants)
-        with args.csv.open(encoding="utf-8", newline="") as fh:
-            rows = [r for r in csv.DictReader(fh) if args.quality == "all" or r["quality"] == FITTED_QUALITY]
+        rows = csv_rows(args.csv, args.quality)
         sim_report = simulate_report(tables, prepare(rows, catalog, tables, constants), constants, rows,
                                      args.simulate, args.sim_requests)
         print_report(sim_report)

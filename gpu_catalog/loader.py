@@ -31,6 +31,9 @@ from gpu_catalog.schema import (
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 PUBLISHED_CSV = DATA_DIR / "benchmarks" / "published.csv"
+DENSE_LATENCY_CSV = DATA_DIR / "benchmarks" / "dense_latency.csv"
+# Every shipped measurement file (same columns; row ids unique across all of them), see benchmarks/SOURCES.md.
+SHIPPED_CSVS: tuple[Path, ...] = (PUBLISHED_CSV, DENSE_LATENCY_CSV)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -216,4 +219,20 @@ def load_measurements(path: Path = PUBLISHED_CSV) -> list[MeasurementRow]:
     with path.open(encoding="utf-8", newline="") as fh:
         rows = parse_measurement_rows(csv.DictReader(fh), str(path))
     _unique((r.row_id for r in rows), path, "row_id")
+    return rows
+
+
+def load_shipped_measurements(paths: Sequence[Path] = SHIPPED_CSVS) -> list[MeasurementRow]:
+    """The rows of every shipped measurement file, validated; a row id may appear in only one of them."""
+    rows = [r for path in paths for r in load_measurements(path)]
+    _unique((r.row_id for r in rows), paths[0].parent, "row_id")
+    return rows
+
+
+def read_shipped_rows(paths: Sequence[Path] = SHIPPED_CSVS) -> list[dict[str, str]]:
+    """The shipped measurement files' rows as CSV dicts (what the calibration scripts read)."""
+    rows: list[dict[str, str]] = []
+    for path in paths:
+        with path.open(encoding="utf-8", newline="") as fh:
+            rows.extend(csv.DictReader(fh))
     return rows

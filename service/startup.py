@@ -13,7 +13,15 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from gpu_catalog.loader import DATA_DIR, PUBLISHED_CSV, Catalog, load_catalog, load_cost_constants, load_measurements
+from gpu_catalog.loader import (
+    DATA_DIR,
+    SHIPPED_CSVS,
+    Catalog,
+    files_sha256,
+    load_catalog,
+    load_cost_constants,
+    load_shipped_measurements,
+)
 from gpu_catalog.schema import CostConstants
 from service.advisor import Advisor
 from service.calibrate import (
@@ -30,7 +38,7 @@ from service.db import migrate
 from service.db.session import make_engine, make_sessionmaker, transaction
 from service.repository import calibrations as cal_repo
 from service.repository.catalog import read_catalog, stored_hash, sync_catalog
-from service.repository.measurements import file_sha256, relink_models, sync_published
+from service.repository.measurements import relink_models, sync_published
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -98,13 +106,13 @@ def migrate_and_load(engine: Engine, sessions: sessionmaker[Session], data_dir: 
     with _startup_lock(engine):
         migrate.upgrade(engine)
         files = load_catalog(data_dir)
-        published_sha = file_sha256(PUBLISHED_CSV.read_bytes())
+        published_sha = files_sha256(SHIPPED_CSVS)
         with transaction(sessions) as session:
             changed = sync_catalog(session, files)
             added = 0
             if stored_hash(session, "published") != published_sha:
-                # Parsing 10k rows is the slow part of start-up: only when the file changed.
-                added = sync_published(session, load_measurements(), published_sha)
+                # Parsing 10k rows is the slow part of start-up: only when a shipped file changed.
+                added = sync_published(session, load_shipped_measurements(), published_sha)
             if changed:
                 relink_models(session)
         log.info("catalog %s; %d shipped measurements added", "reloaded" if changed else "unchanged", added)

@@ -1,0 +1,683 @@
+"""Rebuild gpu_catalog/data/benchmarks/dense_latency.csv from the public sources it was copied from.
+
+Each source below reads one fetched public repository snapshot (a bare git directory, read with ``git show``
+at the pinned commit named in SOURCES.md) and returns rows in the columns of published.csv. Numbers are copied
+as the source prints them (only exact s -> ms scaling); nothing is estimated. Rows whose configuration is partly
+inferred are ``quality=weak`` with the reasons first in ``notes``. Rows whose TTFT and TPOT equal a row already
+in published.csv are dropped (the same run published twice).
+
+    python benchmarks/dense_latency_sources.py --mirror /work/.mirror            # rewrite the CSV
+    python benchmarks/dense_latency_sources.py --mirror /work/.mirror --check    # compare with the CSV
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpu_catalog.loader import DENSE_LATENCY_CSV, PUBLISHED_CSV, load_catalog, parse_measurement_rows
+from gpu_catalog.schema import MEASUREMENT_COLUMNS
+
+Row = dict[str, str]
+
+
+def git_show(git_dir: Path, commit: str, path: str) -> str:
+    return subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def _num(text: str) -> str:
+    """A number as printed, without thousands separators."""
+    return text.replace(",", "").strip()
+
+
+def _positive(text: str) -> str:
+    """The value, or empty where the source printed 0 (a rounded rate: the schema stores only positive rates)."""
+    return text if text and float(text) > 0 else ""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# vllm bench serve / benchmark_serving.py console summaries ("============ Serving Benchmark Result ============")
+
+_SUMMARY_FIELDS = {
+    "Successful requests": "requests",
+    "Maximum request concurrency": "concurrency",
+    "Request rate configured (RPS)": "rate",
+    "Benchmark duration (s)": "duration_s",
+    "Total input tokens": "input_total",
+    "Total generated tokens": "output_total",
+    "Request throughput (req/s)": "requests_per_s",
+    "Output token throughput (tok/s)": "output_tok_s",
+    "Total Token throughput (tok/s)": "total_tok_s",
+    "Total token throughput (tok/s)": "total_tok_s",
+    "Mean TTFT (ms)": "ttft_mean",
+    "Median TTFT (ms)": "ttft_median",
+    "P99 TTFT (ms)": "ttft_p99",
+    "Mean TPOT (ms)": "tpot_mean",
+    "Median TPOT (ms)": "tpot_median",
+    "Mean ITL (ms)": "itl_mean",
+    "Median ITL (ms)": "itl_median",
+    "Mean E2EL (ms)": "e2e_mean",
+}
+
+
+def parse_summary(lines: list[str]) -> dict[str, str]:
+    """The fields of one console summary (the lines between its header and its closing rule)."""
+    out: dict[str, str] = {}
+    for line in lines:
+        key, sep, value = line.strip().partition(":")
+        if sep and key.strip() in _SUMMARY_FIELDS and value.strip():
+            out[_SUMMARY_FIELDS[key.strip()]] = _num(value)
+    return out
+
+
+def split_summaries(block: list[str]) -> Iterator[tuple[str, dict[str, str]]]:
+    """(label, fields) for each summary in a code block; the label is the last ``# ...`` comment before it."""
+    label = ""
+    current: list[str] | None = None
+    for line in block:
+        s = line.strip()
+        if "Serving Benchmark Result" in s:
+            current = []
+        elif current is not None and s.startswith("=====") and current:
+            yield label, parse_summary(current)
+            current = None
+        elif current is not None:
+            current.append(s)
+        elif s.startswith("#"):
+            label = s.lstrip("#").strip()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# GPUStack performance lab (docs/performance-lab/<model>/<gpu>.md): vllm bench serve runs of vLLM, SGLang and
+# TensorRT-LLM on one GPU. Throughput docs: ShareGPT 1000 prompts and random datasets sent all at once (offline);
+# latency doc: ShareGPT 100 prompts at --max-concurrency 1-8.
+
+GPUSTACK_COMMIT = "47277d79f4a5bae12a2d25e9ecbed2a2177a5f2d"
+GPUSTACK_DOCS = {  # doc path -> (catalog gpu, weak reason or "")
+    "docs/performance-lab/qwen3-8b/h100-latency.md": ("h100-sxm", ""),
+    "docs/performance-lab/qwen3-14b/a100.md": ("a100-80gb-sxm", "A100 memory size not stated (80 GB assumed)"),
+    "docs/performance-lab/qwen3-14b/h100.md": ("h100-sxm", ""),
+    "docs/performance-lab/qwen3-32b/a100.md": ("a100-80gb-sxm", ""),
+    "docs/performance-lab/qwen3-32b/h100.md": ("h100-sxm", ""),
+}
+# The random-dataset cases as each throughput doc's "Benchmark Dataset" section defines them (input, output).
+GPUSTACK_RANDOM = {"random 32K input": (32000, 100), "random 4K input": (4000, 200),
+                   "random 2K input": (2000, 100), "random 128 input": (128, 4)}
+# Total ShareGPT input tokens of the runs (Qwen3 tokenizer): 1000 prompts, and the latency doc's 100 prompts.
+GPUSTACK_SHAREGPT_INPUT = {"217393", "23260"}
+_GPUSTACK_VERSION = re.compile(r"^- (vLLM|SGLang|TensorRT-LLM): v?(\S+)")
+_ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+
+
+@dataclass
+class Serve:
+    """A serving command of a doc: engine, model repo and the flags beyond the model."""
+
+    engine: str
+    model: str
+    flags: str
+
+
+def parse_serve(cmd: str) -> Serve | None:
+    words = cmd.replace("\\", " ").split()
+    if words[:2] == ["vllm", "serve"]:
+        engine, model, rest = "vllm", words[2], words[3:]
+    elif "sglang.launch_server" in words:
+        i = next(i for i, w in enumerate(words) if w in ("--model-path", "--model"))
+        start = words.index("sglang.launch_server")
+        engine, model = "sglang", words[i + 1]
+        rest = [w for j, w in enumerate(words) if j > start and j not in (i, i + 1)]
+    elif words[:1] == ["trtllm-serve"]:
+        engine, model, rest = "trtllm", words[1], words[2:]
+    else:
+        return None
+    return Serve(engine, model, " ".join(rest))
+
+
+def _code_blocks(text: str) -> Iterator[tuple[str, str, list[str]]]:
+    """(section heading, the '??? info' title, code lines) for each collapsible code block of a GPUStack doc."""
+    heading, title, lines, inside = "", "", [], False
+    for line in text.splitlines():
+        if line.startswith("#") and not inside:
+            heading = line.lstrip("#").strip()
+        elif line.startswith("??? info"):
+            title = line.split('"')[1] if '"' in line else line
+        elif line.strip().startswith("```"):
+            if inside:
+                yield heading, title, lines
+                lines, inside = [], False
+            else:
+                inside = True
+        elif inside:
+            lines.append(line)
+
+
+def gpustack_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for path, (gpu, gpu_weak) in GPUSTACK_DOCS.items():
+        text = git_show(git_dir, GPUSTACK_COMMIT, path)
+        lines = text.splitlines()
+        matches = (_GPUSTACK_VERSION.match(line) for line in lines)
+        versions = dict(m.groups() for m in matches if m)
+        doc_model = lines[lines.index("### Model") + 2].strip().split("/")[-1]
+        hardware = lines[lines.index("### Hardware") + 2].strip()
+        serve: Serve | None = None
+        for heading, title, block in _code_blocks(text):
+            if "serving script" in title.lower():
+                serve = parse_serve(" ".join(block))
+                continue
+            if "benchmark result" not in title.lower() or serve is None:
+                continue
+            for label, f in split_summaries(block):
+                if re.sub(r"-(FP8|AWQ)$", "", serve.model).split("/")[-1] != doc_model:
+                    continue  # a serving script naming another model than the doc's (a copy-paste slip)
+                row = _gpustack_row(path, heading, serve, label, f, gpu, gpu_weak, versions)
+                if row:
+                    row["orig_gpu"] = hardware
+                    rows.append(row)
+    return rows
+
+
+def _gpustack_row(path: str, heading: str, serve: Serve, label: str, f: dict[str, str], gpu: str, gpu_weak: str,
+                  versions: dict[str, str]) -> Row | None:
+    if "speculative" in f"{serve.flags} {label}" or "ttft_mean" not in f:
+        return None  # speculative decoding is outside what the cost model represents
+    weak = [gpu_weak] if gpu_weak else []
+    named = [e for e in _ENGINES.values() if e in heading]
+    if named and _ENGINES[serve.engine] not in named:
+        weak.append(f"section '{heading}' names {', '.join(named)} but its serving script is "
+                    f"{_ENGINES[serve.engine]}'s (engine taken from the script)")
+    norm = []
+    n = int(f["requests"])
+    if label in GPUSTACK_RANDOM:
+        isl, osl = GPUSTACK_RANDOM[label]
+        norm.append(f"random dataset --random-input-len {isl} --random-output-len {osl}; published totals "
+                    f"{f['input_total']} input / {f['output_total']} generated tokens over {n} requests")
+        if int(f["output_total"]) < 0.98 * n * osl:
+            weak.append(f"requests stopped early: {f['output_total']} of {n * osl} output tokens generated")
+        lengths = (str(isl), str(osl))
+    elif f["input_total"] in GPUSTACK_SHAREGPT_INPUT:
+        norm.append(f"input_tokens: ShareGPT ({f['input_total']} tokens / {n} req); output_tokens: ShareGPT "
+                    f"({f['output_total']} tokens / {n} req)")
+        lengths = ("", "")
+    else:
+        return None
+    model = serve.model
+    dtype = "fp8" if model.endswith("-FP8") else "int4-awq" if model.endswith("-AWQ") else "bf16"
+    base = re.sub(r"-(FP8|AWQ)$", "", model)
+    flags = serve.flags or "none (engine defaults)"
+    if label and label not in GPUSTACK_RANDOM and not label.startswith("BS="):
+        flags = f"{flags}; result labelled '{label}'"
+    if "concurrency" in f:
+        mode, conc = "concurrency", f["concurrency"]
+        norm.append(f"closed loop: {n} requests at max concurrency {conc}")
+    else:
+        mode, conc = "offline", ""
+        norm.append(f"all-at-once ({n} prompts, request rate inf)")
+    notes = ([f"[weak: {'; '.join(weak)}]"] if weak else []) + [f"[norm: {'; '.join(norm)}]"] + [
+        f"[source notes: section '{heading}'; serving script flags: {flags}; "
+        f"median TTFT {f.get('ttft_median', '-')} ms, median TPOT {f.get('tpot_median', '-')} ms; "
+        f"duration {f.get('duration_s', '-')} s; vllm bench serve]"]
+    engine_label = _ENGINES[serve.engine]
+    return {
+        "quality": "weak" if weak else "good", "source_id": "gpustack_performance_lab",
+        "source": f"github gpustack/gpustack {path} @{GPUSTACK_COMMIT[:10]}",
+        "engine": serve.engine, "engine_version": versions.get(engine_label, ""), "gpu": gpu, "gpu_count": "1",
+        "model": base, "model_family": base.split("/")[1].lower(), "weight_dtype": dtype, "kv_dtype": "auto",
+        "tp": "1", "pp": "1", "dp": "1", "mode": mode, "input_tokens": lengths[0], "output_tokens": lengths[1],
+        "concurrency": conc, "output_tok_s": f["output_tok_s"], "total_tok_s": f["total_tok_s"],
+        "requests_per_s": f["requests_per_s"], "ttft_ms": f["ttft_mean"], "ttft_stat": "mean",
+        "tpot_ms": f["tpot_mean"], "tpot_stat": "mean", "itl_ms": f.get("itl_mean", ""),
+        "itl_stat": "mean" if f.get("itl_mean") else "", "orig_gpu": "",
+        "orig_model": model, "orig_engine": engine_label, "notes": " ".join(notes),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# TensorRT-LLM docs/source/performance.md, releases 0.8.0 and 0.9.0: the "Low Latency" tables (batch size 1,
+# gptSessionBenchmark, "benchmark with a single output token in order to find the time to first token latency";
+# FP8 weights and FP8 KV cache on H200/H100/L40S, FP16 on A100). Read through the search index (file-version ids
+# below); the table rows are transcribed here as published: (table GPU, model label, TP, input length, ms).
+
+TRTLLM_PERF_MD = {
+    "0.8.0": ("5675739753", [
+        ("H200", "GPT-J 6B", 1, 2048, "23.6"),
+        ("H200", "Mistral 7B", 1, 128, "6.0"), ("H200", "Mistral 7B", 1, 2048, "31.8"),
+        ("H200", "LLaMA 7B", 1, 128, "5.8"), ("H200", "LLaMA 7B", 1, 2048, "30.1"),
+        ("H200", "LLaMA 70B", 8, 128, "16.0"), ("H200", "LLaMA 70B", 8, 2048, "78.8"),
+        ("H200", "Falcon 180B", 8, 128, "37.2"), ("H200", "Falcon 180B", 8, 2048, "120.8"),
+        ("H100", "GPT-J 6B", 1, 128, "5.7"), ("H100", "GPT-J 6B", 1, 2048, "23.8"),
+        ("H100", "Mistral 7B", 1, 128, "6.6"), ("H100", "Mistral 7B", 1, 2048, "32.6"),
+        ("H100", "LLaMA 7B", 1, 128, "6.4"), ("H100", "LLaMA 7B", 1, 2048, "31.0"),
+        ("H100", "LLaMA 70B", 8, 128, "17.0"), ("H100", "LLaMA 70B", 8, 2048, "84.4"),
+        ("H100", "Falcon 180B", 8, 128, "39.7"), ("H100", "Falcon 180B", 8, 2048, "128.0"),
+        ("L40S", "GPT-J 6B", 1, 128, "12.6"), ("L40S", "GPT-J 6B", 1, 2048, "61.2"),
+        ("L40S", "Mistral 7B", 1, 128, "15.5"), ("L40S", "Mistral 7B", 1, 2048, "84.3"),
+        ("L40S", "LLaMA 7B", 1, 128, "14.3"), ("L40S", "LLaMA 7B", 1, 2048, "79.0"),
+        ("L40S", "LLaMA 70B", 8, 128, "70.9"), ("L40S", "LLaMA 70B", 8, 2048, "708.7"),
+        ("L40S", "Falcon 180B", 8, 128, "93.4"), ("L40S", "Falcon 180B", 8, 2048, "769.8"),
+        ("A100", "GPT-J 6B", 1, 128, "14.1"), ("A100", "GPT-J 6B", 1, 2048, "102.8"),
+        ("A100", "Mistral 7B", 1, 128, "16.4"), ("A100", "Mistral 7B", 1, 2048, "128.7"),
+        ("A100", "LLaMA 7B", 1, 128, "16.1"), ("A100", "LLaMA 7B", 1, 2048, "120.5"),
+        ("A100", "LLaMA 70B", 8, 128, "35.6"), ("A100", "LLaMA 70B", 8, 2048, "235.1"),
+        ("A100", "Falcon 180B", 8, 128, "76.5"), ("A100", "Falcon 180B", 8, 2048, "463.0"),
+    ]),
+    "0.9.0": ("5995251461", [
+        ("H200", "GPT-J 6B", 1, 128, "5.0"), ("H200", "GPT-J 6B", 1, 2048, "23.5"),
+        ("H200", "Mistral 7B", 1, 128, "5.9"), ("H200", "Mistral 7B", 1, 2048, "31.7"),
+        ("H200", "LLaMA 7B", 1, 128, "5.7"), ("H200", "LLaMA 7B", 1, 2048, "30.2"),
+        ("H200", "LLaMA 70B", 4, 128, "17.8"), ("H200", "LLaMA 70B", 4, 2048, "103.0"),
+        ("H200", "Falcon 180B", 4, 128, "36.4"), ("H200", "Falcon 180B", 4, 2048, "194.4"),
+        ("H100", "GPT-J 6B", 1, 128, "5.5"), ("H100", "GPT-J 6B", 1, 2048, "23.8"),
+        ("H100", "Mistral 7B", 1, 128, "6.5"), ("H100", "Mistral 7B", 1, 2048, "32.4"),
+        ("H100", "LLaMA 7B", 1, 128, "6.3"), ("H100", "LLaMA 7B", 1, 2048, "30.8"),
+        ("H100", "LLaMA 70B", 4, 128, "19.6"), ("H100", "LLaMA 70B", 8, 2048, "85.1"),
+        ("H100", "Falcon 180B", 4, 128, "41.1"), ("H100", "Falcon 180B", 8, 2048, "129.9"),
+        ("L40S", "GPT-J 6B", 1, 128, "12.4"), ("L40S", "GPT-J 6B", 1, 2048, "61.7"),
+        ("L40S", "Mistral 7B", 1, 128, "15.4"), ("L40S", "Mistral 7B", 1, 2048, "87.3"),
+        ("L40S", "LLaMA 7B", 1, 128, "14.1"), ("L40S", "LLaMA 7B", 1, 2048, "80.1"),
+        ("L40S", "LLaMA 70B", 8, 128, "70.4"), ("L40S", "LLaMA 70B", 4, 2048, "673.3"),
+        ("L40S", "Falcon 180B", 8, 128, "91.0"), ("L40S", "Falcon 180B", 8, 2048, "768.8"),
+        ("A100", "GPT-J 6B", 1, 128, "14.8"), ("A100", "GPT-J 6B", 1, 2048, "136.4"),
+        ("A100", "Mistral 7B", 1, 128, "16.3"), ("A100", "Mistral 7B", 1, 2048, "139.6"),
+        ("A100", "LLaMA 7B", 1, 128, "16.2"), ("A100", "LLaMA 7B", 1, 2048, "132.4"),
+        ("A100", "LLaMA 70B", 4, 128, "45.6"), ("A100", "LLaMA 70B", 8, 2048, "249.2"),
+        ("A100", "Falcon 180B", 8, 128, "76.5"), ("A100", "Falcon 180B", 8, 2048, "456.0"),
+    ]),
+}
+# The doc's model labels -> catalog ids; its build sections name the checkpoints Llama2-7b and Llama2-70b.
+_TRTLLM_MODELS = {"GPT-J 6B": "EleutherAI/gpt-j-6b", "LLaMA 7B": "meta-llama/Llama-2-7b-hf",
+                  "LLaMA 70B": "meta-llama/Llama-2-70b-hf", "Falcon 180B": "tiiuae/falcon-180B",
+                  "Mistral 7B": "mistralai/Mistral-7B-v0.1"}
+_TRTLLM_GPUS = {"H200": "h200-sxm", "H100": "h100-sxm", "L40S": "l40s", "A100": "a100-80gb-sxm"}
+
+
+def trtllm_perf_md_rows(_: Path) -> list[Row]:
+    rows: list[Row] = []
+    for version, (file_id, table) in TRTLLM_PERF_MD.items():
+        for gpu_label, label, tp, isl, ttft in table:
+            weak = []
+            if label == "Mistral 7B":
+                weak.append("the doc names 'Mistral 7B' without a version (v0.1, current at the release, assumed)")
+            if gpu_label == "A100":
+                weak.append("A100 memory size and form factor not stated (80 GB SXM assumed)")
+            fp8 = gpu_label != "A100"
+            rows.append({
+                "quality": "weak" if weak else "good", "source_id": f"trtllm_performance_md_v{version}_low_latency",
+                "source": f"NVIDIA/TensorRT-LLM docs/source/performance.md, release {version} ('All data was generated "
+                          f"using version {version}'), indexed file-version id {file_id}, 'Low Latency' tables",
+                "engine": "trtllm", "engine_version": version, "gpu": _TRTLLM_GPUS[gpu_label], "gpu_count": str(tp),
+                "model": _TRTLLM_MODELS[label], "model_family": _TRTLLM_MODELS[label].split("/")[1].lower(),
+                "weight_dtype": "fp8" if fp8 else "fp16", "kv_dtype": "fp8" if fp8 else "fp16",
+                "tp": str(tp), "pp": "1", "dp": "1", "mode": "static_batch", "input_tokens": str(isl),
+                "output_tokens": "1", "concurrency": "1", "ttft_ms": ttft, "ttft_stat": "single",
+                "orig_gpu": f"{gpu_label} GPUs ({'FP8' if fp8 else 'FP16'})", "orig_model": label,
+                "orig_engine": "TensorRT-LLM (gptSessionBenchmark)",
+                "notes": (f"[weak: {'; '.join(weak)}] " if weak else "") +
+                         "[norm: output_tokens 1: the doc measures first-token latency by benchmarking 'with a single "
+                         "output token'; batch size 1] [source notes: 'Low Latency' table, '1st Token Latency (ms)'; "
+                         "FP8 rows use quant_algo FP8 with kv_cache_quant_algo FP8; engines built per the doc's "
+                         "trtllm-build commands]",
+            })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
+# Lambda's vLLM report (LambdaLabsML/vllm-benchmark benchmark_v0.md): the TP-scaling table, "throughput/latency"
+# per model and system at --num-prompts 320, request rate inf, vLLM v0.5.4; the metrics it monitors are output token
+# throughput and inter-token latency. Read through the search index; cells transcribed as published
+# (system, model column, cell). Mixtral (MoE) and Mistral-Large (not in the catalog) columns are left out.
+
+LAMBDA_COMMIT = "0e8fc5d0f9865a326666cb82aeb2d8dc74c82c5e"
+LAMBDA_TABLE = [
+    ("1xA100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "1517.54/42.85"),
+    ("1xA100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "208.79/58.26"),
+    ("1xA100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "1591.4/56.51"),
+    ("1xA100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "1277.85/61.48"),
+    ("2xA100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "1854.27/38.21"),
+    ("2xA100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "662.64/120.32"),
+    ("2xA100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "1861.61/53.52"),
+    ("2xA100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "1593.97/51.39"),
+    ("4xA100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "1899.76/40.02"),
+    ("4xA100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "956.53/88.25"),
+    ("4xA100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "2228.35/44.66"),
+    ("4xA100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "1919.13/44.7"),
+    ("8xA100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "1972.26/40.47"),
+    ("8xA100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "1162.78/74.12"),
+    ("8xA100-80GB-SXM", "Hermes-3-Llama-3.1-405B-FP8", "467.85/180.74"),
+    ("8xA100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "2381.43/39.89"),
+    ("8xA100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "2035.34/40.7"),
+    ("1xH100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "3400.4/19.75"),
+    ("1xH100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "418.92/35.84"),
+    ("1xH100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "3281.19/27.23"),
+    ("1xH100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "2414.81/31.16"),
+    ("2xH100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "3688.64/18.83"),
+    ("2xH100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "1727.69/49.33"),
+    ("2xH100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "3758.54/24.26"),
+    ("2xH100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "3064.06/24.44"),
+    ("4xH100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "3475.27/20.26"),
+    ("4xH100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "2242.99/38.26"),
+    ("4xH100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "4133.32/21.79"),
+    ("4xH100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "3509.24/22.1"),
+    ("8xH100-80GB-SXM", "Meta-Llama-3.1-8B-FP8", "3931.83/17.61"),
+    ("8xH100-80GB-SXM", "Meta-Llama-3.1-70B-Instruct-FP8", "2572.8/33.71"),
+    ("8xH100-80GB-SXM", "Hermes-3-Llama-3.1-405B-FP8", "1230.74/73.54"),
+    ("8xH100-80GB-SXM", "Mistral-7B-Instruct-v0.3", "4397.11/21.56"),
+    ("8xH100-80GB-SXM", "Mistral-Nemo-Instruct-2407", "3686.29/22.85"),
+]
+_LAMBDA_MODELS = {  # column -> (catalog model, weight dtype)
+    "Meta-Llama-3.1-8B-FP8": ("meta-llama/Llama-3.1-8B", "fp8"),
+    "Meta-Llama-3.1-70B-Instruct-FP8": ("meta-llama/Llama-3.1-70B-Instruct", "fp8"),
+    "Hermes-3-Llama-3.1-405B-FP8": ("meta-llama/Llama-3.1-405B", "fp8"),
+    "Mistral-7B-Instruct-v0.3": ("mistralai/Mistral-7B-Instruct-v0.3", "bf16"),
+    "Mistral-Nemo-Instruct-2407": ("mistralai/Mistral-Nemo-Instruct-2407", "bf16"),
+}
+
+
+def lambda_rows(_: Path) -> list[Row]:
+    rows: list[Row] = []
+    for system, column, cell in LAMBDA_TABLE:
+        n = int(system.split("x")[0])
+        gpu = "a100-80gb-sxm" if "A100" in system else "h100-sxm"
+        model, dtype = _LAMBDA_MODELS[column]
+        thr, itl = cell.split("/")
+        weak = [f"tensor parallelism over all {n} GPUs inferred from the text ('overly tensor parallelized "
+                "systems')" if n > 1 else "", "latency statistic not stated (the report monitors inter-token "
+                "latency)", "dataset not named in the report (the repository's runs use ShareGPT prompts)"]
+        if dtype == "bf16":
+            weak.append("dtype not stated (vLLM default: the checkpoint's bfloat16)")
+        if dtype == "fp8" and gpu.startswith("a100"):
+            weak.append("FP8 checkpoint on A100 (vLLM runs it weight-only)")
+        rows.append({
+            "quality": "weak", "source_id": "lambda_vllm_benchmark_report",
+            "source": f"github LambdaLabsML/vllm-benchmark benchmark_v0.md @{LAMBDA_COMMIT[:10]} "
+                      "(tensor-parallel scaling table)",
+            "engine": "vllm", "engine_version": "0.5.4", "gpu": gpu, "gpu_count": str(n), "model": model,
+            "model_family": model.split("/")[1].lower(), "weight_dtype": dtype, "tp": str(n), "pp": "1",
+            "dp": "1", "mode": "offline", "output_tok_s": thr, "itl_ms": itl,
+            "itl_stat": "not stated (mean or median)", "orig_gpu": system, "orig_model": column,
+            "orig_engine": "vLLM", "notes": f"[weak: {'; '.join(w for w in weak if w)}] [norm: all-at-once (320 "
+            "prompts, request rate inf); cell published as 'throughput/latency' = output tokens/s / ms] "
+            "[source notes: benchmark_serving.py; --num-prompts fixed at 320 'to ensure a large batch size']",
+        })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
+# dstack's vLLM serving benchmarks of Llama-3.1-405B FP8 (github dstackai/benchmarks): benchmark_serving.py on
+# ShareGPT, 1000 prompts at request rates 16, 32 and 1000, as CSV summaries of the raw result JSONs:
+# comparison/h100sxm5_vs_mi300x/csv_data/qps_comparison.csv (8x H100 SXM5 vs 8x/4x MI300X) and
+# nvidia/8xh100/charts/qps_output.csv (8x H100 SXM5 across vLLM scheduler settings).
+
+DSTACK_COMMIT = "06c957ab51572ca18db9c1f4bb254a9eb86df4d7"
+DSTACK_QPS_FILES = ("comparison/h100sxm5_vs_mi300x/csv_data/qps_comparison.csv", "nvidia/8xh100/charts/qps_output.csv")
+# The comparison's system labels: (gpu, gpu count, tp, dp, checkpoint, kv dtype, engine version, weak reason)
+_H100_VLLM = "nightly wheel vllm-1.0.0.dev (Nov 2024)"
+_ROCM_VLLM = "ghcr.io/embeddedllm/vllm-rocm:cb3b2b9"
+DSTACK_SYSTEMS = {
+    "8xH100 1FP8-meta": ("h100-sxm", 8, 8, 1, "meta-llama/Llama-3.1-405B-FP8", "auto", _H100_VLLM, ""),
+    "8xMi300x 1FP8-meta": ("mi300x", 8, 8, 1, "meta-llama/Llama-3.1-405B-FP8", "auto", _ROCM_VLLM, ""),
+    "8xMi300x 1FP8-amd": ("mi300x", 8, 8, 1, "amd/Llama-3.1-405B-Instruct-FP8-KV", "fp8", _ROCM_VLLM, ""),
+    "4xMi300x 1FP8-amd": ("mi300x", 4, 4, 1, "amd/Llama-3.1-405B-Instruct-FP8-KV", "fp8", _ROCM_VLLM,
+                          "tensor parallelism over the 4 GPUs inferred from the run name '1fp8-4-gpu'"),
+    "8xMi300x 2FP8-amd": ("mi300x", 8, 4, 2, "amd/Llama-3.1-405B-Instruct-FP8-KV", "fp8", _ROCM_VLLM,
+                          "two 4-GPU instances inferred from the label '2FP8' and the note that the 8x MI300X "
+                          "'2fp8' throughput aggregates the 4x MI300X data"),
+}
+
+
+def dstack_qps_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for path in DSTACK_QPS_FILES:
+        text = git_show(git_dir, DSTACK_COMMIT, path).lstrip("\ufeff")
+        for r in csv.DictReader(text.splitlines()):
+            label = " ".join(r.get("gpu", "8xH100 1FP8-meta").split())
+            gpu, n, tp, dp, ckpt, kv, version, weak = DSTACK_SYSTEMS[label]
+            config = {k: r[k] for k in ("num-scheduler-step", "enable-chunked-prefill", "max-num-batched-tokens",
+                                        "max-num-seqs", "max-seq-len-to-capture", "enable-prefix-caching")}
+            rate = r["request_rate"]
+            burst = "; 1000 req/s is effectively all at once" if rate == "1000" else ""
+            settings = ", ".join(f"{k}={v}" for k, v in config.items())
+            rows.append({
+                "quality": "weak" if weak else "good", "source_id": "dstack_llama405b_serving",
+                "source": f"github dstackai/benchmarks {path} @{DSTACK_COMMIT[:10]}", "engine": "vllm",
+                "engine_version": version, "gpu": gpu, "gpu_count": str(n), "model": "meta-llama/Llama-3.1-405B",
+                "weight_dtype": "fp8", "kv_dtype": kv, "tp": str(tp), "pp": "1", "dp": str(dp),
+                "mode": "request_rate", "request_rate": rate,
+                "max_batch": config["max-num-seqs"] if config["max-num-seqs"].isdigit() else "",
+                "output_tok_s": r["output_throughput"], "total_tok_s": r["total_token_throughput"],
+                "requests_per_s": r["request_throughput"], "ttft_ms": r["mean_ttft_ms"], "ttft_stat": "mean",
+                "tpot_ms": r["mean_tpot_ms"], "tpot_stat": "mean", "itl_ms": r["mean_itl_ms"], "itl_stat": "mean",
+                "orig_gpu": label, "orig_model": ckpt, "orig_engine": "vLLM",
+                "notes": (f"[weak: {weak}] " if weak else "") +
+                f"[norm: input_tokens: ShareGPT ({r['total_input_tokens']} tokens / {r['completed']} req); "
+                f"output_tokens: ShareGPT ({r['total_output_tokens']} tokens / {r['completed']} req); open loop at "
+                f"{rate} req/s ({r['num_prompts']} prompts{burst})] [source notes: benchmark_serving.py; server "
+                f"settings {settings}; median TTFT {r['median_ttft_ms']} ms, median TPOT {r['median_tpot_ms']} ms; "
+                f"duration {r['duration']} s]",
+            })
+    return rows
+
+# dstack's TGI-vs-vLLM study on 8x MI300X (amd/tgi_vs_vllm): vLLM 0.6.3.dev116+g151ef4ef serving
+# meta-llama/Llama-3.1-405B-Instruct with --tensor-parallel-size=8; benchmark_serving.py on the sonnet dataset with
+# --num-prompt = batch size (no request rate: all at once). The README fixes the prompts at 80 tokens (short) and
+# 10000 tokens (long) and runs single prompts of 16000 to 128000 tokens; the output length is not stated.
+DSTACK_VLLM_FILES = {  # file -> input tokens per prompt (None: per row, from the README's single-prompt list)
+    "amd/tgi_vs_vllm/vllm/data/result_vllm_short.csv": 80,
+    "amd/tgi_vs_vllm/vllm/data/result_vllm_long.csv": 10000,
+    "amd/tgi_vs_vllm/vllm/data/result_vllm_single_prompt.csv": None,
+}
+
+
+def dstack_tgi_vs_vllm_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for path, isl in DSTACK_VLLM_FILES.items():
+        for r in csv.DictReader(git_show(git_dir, DSTACK_COMMIT, path).splitlines()):
+            n = r["Successful requests"]
+            prompt_len = isl or int(r["Total input tokens"])  # single prompts: the one prompt's length
+            rows.append({
+                "quality": "good", "source_id": "dstack_mi300x_tgi_vs_vllm",
+                "source": f"github dstackai/benchmarks {path} @{DSTACK_COMMIT[:10]} (amd/tgi_vs_vllm/README.md)",
+                "engine": "vllm", "engine_version": "0.6.3.dev116+g151ef4ef (ROCm 6.1)", "gpu": "mi300x",
+                "gpu_count": "8", "model": "meta-llama/Llama-3.1-405B-Instruct", "weight_dtype": "bf16",
+                "kv_dtype": "auto", "tp": "8", "pp": "1", "dp": "1", "mode": "offline",
+                "input_tokens": str(prompt_len), "output_tok_s": _positive(r["Output token throughput (tok/s)"]),
+                "total_tok_s": r["Total Token throughput (tok/s)"],
+                "requests_per_s": _positive(r["Request throughput (req/s)"]),
+                "ttft_ms": r["Mean TTFT (ms)"], "ttft_stat": "mean", "tpot_ms": r["Mean TPOT (ms)"],
+                "tpot_stat": "mean", "itl_ms": r["Mean ITL (ms)"], "itl_stat": "mean",
+                "orig_gpu": "8 x AMD Instinct MI300X", "orig_model": "meta-llama/Llama-3.1-405B-Instruct",
+                "orig_engine": "vLLM",
+                "notes": f"[norm: all-at-once ({n} prompts, no request rate); sonnet prompts of {prompt_len} tokens "
+                         f"(published total {r['Total input tokens']}); output_tokens not stated (published total "
+                         f"{r['Total generated tokens']} generated over {n} requests)] [source notes: "
+                         f"benchmark_serving.py --dataset-name sonnet --num-prompt {n}; median TTFT "
+                         f"{r['Median TTFT (ms)']} ms, median TPOT {r['Median TPOT (ms)']} ms; duration "
+                         f"{r['Benchmark duration (s)']} s; request throughput as published "
+                         f"{r['Request throughput (req/s)']} req/s (0.00 left empty); weights bf16 as the "
+                         "checkpoint (no --dtype or quantization flag in the serve command)]",
+            })
+    return rows
+
+# GPUStack's reference "The Impact of Quantization on vLLM Inference Performance": Qwen3-8B under vLLM v0.9.2,
+# vllm bench serve on ShareGPT (1000 prompts, all at once), one table per GPU of throughput, mean TTFT and mean
+# TPOT per quantization method.
+GPUSTACK_QUANT_DOC = "docs/performance-lab/references/the-impact-of-quantization-on-vllm-inference-performance.md"
+_QUANT_GPUS = {"RTX 4090": ("rtx-4090", ""),
+               "A100 80GB": ("a100-80gb-sxm", "A100 80GB form factor not stated (SXM assumed)"),
+               "H100 80GB": ("h100-sxm", "H100 80GB form factor not stated (SXM assumed)"),
+               "KV Cache Quantization": ("h100-sxm", "H100 80GB form factor not stated (SXM assumed); GPU of the "
+                                         "KV-cache table not named (its BF16 baseline is the H100 table's)")}
+_QUANT_METHODS = {  # method label -> (weight dtype, kv dtype); labels not listed (bitsandbytes, GGUF) are left out
+    "BF16": ("bf16", "auto"), "BF16 (Baseline)": ("bf16", "auto"), "BF16 + KV Cache FP8 (E4M3)": ("bf16", "fp8"),
+    "AWQ": ("int4-awq", "auto"), "AWQ Marlin": ("int4-awq", "auto"),
+    "GPTQ (Int4)": ("int4-gptq", "auto"), "GPTQ-Marlin (Int4)": ("int4-gptq", "auto"),
+    "GPTQ (Int8)": ("int8-wo", "auto"), "GPTQ Marlin (Int8)": ("int8-wo", "auto"), "GPTQ Marlin": ("int8-wo", "auto"),
+    "FP8 Static": ("fp8", "auto"), "FP8 Dynamic": ("fp8", "auto"), "Int4-W4A16": ("int4-wo", "auto"),
+}
+
+
+def gpustack_quantization_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    table = ""
+    for line in git_show(git_dir, GPUSTACK_COMMIT, GPUSTACK_QUANT_DOC).splitlines():
+        if line.startswith("### "):
+            table = line[4:].strip()
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if table not in _QUANT_GPUS or len(cells) != 4 or cells[0] not in _QUANT_METHODS:
+            continue
+        method, thr, ttft, tpot = (cells[0], *(c.split(" ")[0] for c in cells[1:]))
+        if ttft == "N/A":
+            continue
+        gpu, gpu_weak = _QUANT_GPUS[table]
+        dtype, kv = _QUANT_METHODS[method]
+        weak = [w for w in (gpu_weak, "quantized checkpoint not named" if dtype != "bf16" else "",
+                            "GPTQ label without bit width: int8 inferred from the RTX 4090 table's order"
+                            if method == "GPTQ Marlin" else "") if w]
+        rows.append({
+            "quality": "weak" if weak else "good", "source_id": "gpustack_quantization_reference",
+            "source": f"github gpustack/gpustack {GPUSTACK_QUANT_DOC} @{GPUSTACK_COMMIT[:10]}", "engine": "vllm",
+            "engine_version": "0.9.2", "gpu": gpu, "gpu_count": "1", "model": "Qwen/Qwen3-8B", "weight_dtype": dtype,
+            "kv_dtype": kv, "tp": "1", "pp": "1", "dp": "1", "mode": "offline", "ttft_ms": ttft, "ttft_stat": "mean",
+            "tpot_ms": tpot, "tpot_stat": "mean", "orig_gpu": table, "orig_model": f"Qwen3-8B ({method})",
+            "orig_engine": "vLLM",
+            "notes": (f"[weak: {'; '.join(weak)}] " if weak else "") + "[norm: ShareGPT, 1000 prompts all at once "
+                     "(vllm bench serve --num-prompts 1000, no rate); lengths not fixed] [source notes: table "
+                     f"'{table}', method '{method}'; published 'Throughput (tok/s)' {thr} (which throughput is not "
+                     "stated, so not copied into a throughput column)]",
+        })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tenstorrent's GPU reference runs, posted in tt-inference-server issues: their benchmark sweep (vLLM's
+# benchmark_serving-based client, random prompts of fixed ISL/OSL, closed loop at the stated concurrency, N requests;
+# "all metrics are means across benchmark run") run against a vLLM server on NVIDIA GPUs. Read as search-index
+# excerpts of the comments (the first rows of each table), transcribed as published:
+# (ISL, OSL, concurrency, N requests, TTFT ms, TPOT ms, E2EL ms or "", request/s or "").
+TT_GPU_RUNS = [
+    ("143", "2025-04-01", "Qwen/Qwen2.5-72B-Instruct", "h100-sxm", 2, "Qwen2.5-72B-Instruct on 2xH100",
+     "H100 form factor not stated (SXM assumed); TP over the 2 GPUs, dtype and vLLM version not stated", [
+         (128, 128, 1, 8, "41.1", "30.9", "3964.6", "0.252"), (128, 1024, 1, 4, "35.0", "30.9", "31664.4", "0.032"),
+         (1024, 128, 1, 8, "129.2", "31.0", "4062.2", "0.246"), (2048, 128, 1, 8, "149.5", "31.0", "4088.9", "0.245"),
+         (3072, 128, 1, 8, "270.9", "31.1", "4221.5", "0.237"), (4096, 128, 1, 8, "505.1", "31.1", "4456.0", "0.224"),
+         (8192, 128, 1, 8, "1063.8", "31.3", "", ""),
+     ]),
+    ("125", "2025-03-28", "Qwen/Qwen2.5-7B-Instruct", "rtx-4090", 1, "Qwen2.5-7B-Instruct on 4090",
+     "the report's metadata names device n300 while its title says 4090 (GPU taken from the title); dtype and "
+     "vLLM version not stated", [
+         (128, 128, 1, 8, "30.8", "17.1", "2199.0", "0.454"), (128, 1024, 1, 4, "28.2", "17.2", "17590.2", "0.057"),
+         (1024, 128, 1, 8, "99.6", "17.2", "2278.4", "0.439"), (2048, 128, 1, 8, "116.4", "17.2", "2302.2", "0.434"),
+         (3072, 128, 1, 8, "128.1", "17.3", "", ""),
+     ]),
+]
+
+
+def tenstorrent_gpu_rows(_: Path) -> list[Row]:
+    rows: list[Row] = []
+    for issue, date, model, gpu, n, title, weak, table in TT_GPU_RUNS:
+        for isl, osl, conc, nreq, ttft, tpot, e2e, rps in table:
+            rows.append({
+                "quality": "weak", "source_id": "tenstorrent_gpu_reference_runs",
+                "source": f"github tenstorrent/tt-inference-server issue #{issue} (comment {date}, "
+                          f"'Performance Benchmarks for {title}')",
+                "engine": "vllm", "gpu": gpu, "gpu_count": str(n), "model": model, "tp": str(n), "pp": "1",
+                "dp": "1", "mode": "concurrency", "input_tokens": str(isl), "output_tokens": str(osl),
+                "concurrency": str(conc), "requests_per_s": rps, "ttft_ms": ttft, "ttft_stat": "mean",
+                "tpot_ms": tpot, "tpot_stat": "mean", "e2e_ms": e2e, "e2e_stat": "mean" if e2e else "",
+                "orig_gpu": title.split(" on ")[1], "orig_model": title.split(" on ")[0], "orig_engine": "vLLM",
+                "notes": f"[weak: {weak}] [norm: closed loop: {nreq} requests at concurrency {conc}; fixed "
+                         f"ISL/OSL {isl}/{osl}] [source notes: tt-inference-server benchmark sweep table (means); "
+                         "transcribed from the search index's excerpt of the comment, which ends mid-table]",
+            })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
+
+SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
+    # row-id prefix: (mirror directory name, short name, extractor)
+    "dl-gps": ("gpustack+gpustack", "GPUStack performance lab", gpustack_rows),
+    "dl-trt": ("", "TensorRT-LLM performance.md 0.8.0/0.9.0 (transcribed)", trtllm_perf_md_rows),
+    "dl-lam": ("", "Lambda vLLM benchmark report (transcribed)", lambda_rows),
+    "dl-dsq": ("dstackai+benchmarks", "dstack Llama-3.1-405B FP8 serving (H100, MI300X)", dstack_qps_rows),
+    "dl-dsv": ("dstackai+benchmarks", "dstack TGI vs vLLM on 8x MI300X (vLLM rows)", dstack_tgi_vs_vllm_rows),
+    "dl-gpq": ("gpustack+gpustack", "GPUStack quantization reference (Qwen3-8B)", gpustack_quantization_rows),
+    "dl-ttg": ("", "Tenstorrent GPU reference runs (issue excerpts, transcribed)", tenstorrent_gpu_rows),
+}
+
+
+def latency_key(r: Row) -> tuple[str, ...]:
+    """Two rows with this key equal publish the same measurement (TTFT and TPOT; TTFT alone is too coarse)."""
+    if r["ttft_ms"] and r["tpot_ms"]:
+        return (r["ttft_ms"], r["tpot_ms"])
+    return (r["gpu"], r["model"].lower(), r["tp"], r["input_tokens"], r["ttft_ms"], r["tpot_ms"], r["itl_ms"])
+
+
+def published_latency_keys() -> set[tuple[str, ...]]:
+    with PUBLISHED_CSV.open(encoding="utf-8", newline="") as fh:
+        return {latency_key(r) for r in csv.DictReader(fh) if r["ttft_ms"] or r["tpot_ms"] or r["itl_ms"]}
+
+
+BURST_REASON = ("all-at-once burst: its TTFT/TPOT are dominated by the queue of the requests sent together, a count "
+                "no column records, so the calibration cannot represent them")
+
+
+def flag_burst(row: Row) -> Row:
+    """Rows of a burst (mode offline) that publish latencies are weak: see BURST_REASON."""
+    if row["mode"] != "offline" or not (row["ttft_ms"] or row["tpot_ms"] or row["itl_ms"]):
+        return row
+    notes = row["notes"]
+    if notes.startswith("[weak: "):
+        notes = f"[weak: {BURST_REASON}; {notes[len('[weak: '):]}"
+    else:
+        notes = f"[weak: {BURST_REASON}] {notes}"
+    return row | {"quality": "weak", "notes": notes}
+
+
+def build(mirror: Path) -> list[Row]:
+    seen = published_latency_keys()
+    catalog = load_catalog()
+    out: list[Row] = []
+    for prefix, (mirror_name, _, extract) in SOURCES.items():
+        for i, row in enumerate(extract(mirror / mirror_name / "repo"), start=1):
+            row = flag_burst({c: row.get(c, "") for c in MEASUREMENT_COLUMNS})
+            spec = catalog.resolve_model(row["model"])
+            if spec is None:
+                raise SystemExit(f"{prefix}: model {row['model']} is not in the catalog")
+            row["model_family"] = spec.family
+            key = latency_key(row)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(row | {"row_id": f"{prefix}-{i:04d}"})
+    parse_measurement_rows(out, "dense_latency (rebuilt)")  # the loader's schema: fails loudly on a bad row
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mirror", type=Path, required=True, help="directory holding <owner>+<repo>/repo snapshots")
+    ap.add_argument("--out", type=Path, default=DENSE_LATENCY_CSV)
+    ap.add_argument("--check", action="store_true", help="only compare with --out; exit 1 when they differ")
+    args = ap.parse_args(argv)
+    rows = build(args.mirror)
+    if args.check:
+        with args.out.open(encoding="utf-8", newline="") as fh:
+            same = list(csv.DictReader(fh)) == rows
+        print(f"{len(rows)} rows rebuilt; {'identical to' if same else 'DIFFERENT from'} {args.out}")
+        return 0 if same else 1
+    with args.out.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=MEASUREMENT_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{len(rows)} rows written to {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
