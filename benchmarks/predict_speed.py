@@ -107,7 +107,8 @@ def _free_port() -> int:
 def running_server() -> Iterator[str]:
     """uvicorn with the real app on a fresh SQLite file (migrated and calibrated at start-up)."""
     with tempfile.TemporaryDirectory() as d:
-        port = _free_port()
+        # BENCH_PORT: a fixed port (a machine shared by several runs may assign each a range)
+        port = int(os.environ.get("BENCH_PORT") or _free_port())
         env = {**os.environ, "DATABASE_URL": f"sqlite:///{d}/speed.db", "CALIBRATION_CV": "off",
                "LOG_LEVEL": "WARNING"}
         proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "service.main:app", "--port", str(port),

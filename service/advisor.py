@@ -346,7 +346,8 @@ class Advisor:
             model=np.full(n, m_idx), gpu=ix[0], wdtype=ix[1], kvdtype=ix[2], budget=ix[3], tp=f[0], pp=f[1], ep=f[2],
             replicas=f[3], max_num_seqs=f[4], max_batched_tok=f[5], mem_fraction=f[6],
             input_tok=np.full(n, float(wl.input_tokens)), output_tok=np.full(n, float(wl.output_tokens)),
-            mode=np.full(n, MODES[wl.mode]), load=np.full(n, load), context_tok=f[7])
+            mode=np.full(n, MODES[wl.mode]), load=np.full(n, load), context_tok=f[7],
+            first_wave_share=np.full(n, wl.first_wave_share))
         params = self.params_for(keys, current)
         static = static_terms(tables, cand)
         return Analyses(static, params, serve(static, params), keys)

@@ -241,7 +241,8 @@ def candidates(lay: NDArray[np.int64], dset: F, m_idx: int, wl: Workload, li: ND
         pp=lay[li, 4].astype(np.float64), ep=np.ones(n), replicas=reps, max_num_seqs=seqs,
         max_batched_tok=toks, mem_fraction=dset[li, 2], input_tok=np.full(n, float(wl.input_tokens)),
         output_tok=np.full(n, float(wl.output_tokens)), mode=np.full(n, MODES[wl.mode], dtype=np.int64),
-        load=loads, context_tok=np.full(n, float(wl.context_tokens)))
+        load=loads, context_tok=np.full(n, float(wl.context_tokens)),
+        first_wave_share=np.full(n, wl.first_wave_share))
 
 
 def apply_scenario(req: RecommendationRequest) -> Applied:

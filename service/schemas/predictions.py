@@ -71,7 +71,11 @@ class Workload(_Body):
         default=None, ge=2, le=MAX_TOKENS_PER_REQUEST,
         description="longest prompt + output the deployment must accept (sets max_model_len); "
         "default input_tokens + output_tokens")
-    num_requests: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY, description="offline: requests in the job")
+    num_requests: int | None = Field(
+        default=None, ge=1, le=MAX_CONCURRENCY,
+        description="offline: requests in the job. concurrency: predict a benchmark run of this many requests "
+        "whose clients all send their first request at once (the first wave is measured, as benchmark clients "
+        "report it); left out, a concurrency workload is predicted in its steady state")
     prefix_cache_hit_rate: float = Field(default=0.0, ge=0.0, le=1.0,
                                          description="share of prompt tokens served from the prefix cache")
     input_distribution: LengthDistribution | None = Field(
@@ -104,6 +108,21 @@ class Workload(_Body):
         if self.request_rate is not None:
             return "request_rate"
         return "offline"
+
+    @property
+    def benchmark_run(self) -> bool:
+        """A closed loop predicted as a benchmark run of ``num_requests`` requests (else its steady state)."""
+        return self.concurrency is not None and self.num_requests is not None
+
+    @property
+    def first_wave_share(self) -> float:
+        """Share of the measured requests sent together at the start: the whole job offline, clients / requests
+        of a benchmark run, none in a steady state."""
+        if self.mode == "offline":
+            return 1.0
+        if self.benchmark_run:
+            return min(float(self.concurrency or 0) / float(self.num_requests or 1), 1.0)
+        return 0.0
 
     @property
     def context_tokens(self) -> int:

@@ -62,7 +62,8 @@ def cand(model: str, gpu: str, *, wd: str = "bf16", kv: str = "auto", tp: int = 
         wdtype=ints(IDX["wdtype"][wd]), kvdtype=ints(IDX["kvdtype"][kv]), budget=ints(budget), tp=full(tp),
         pp=full(pp), ep=full(1), replicas=full(replicas), max_num_seqs=full(seqs), max_batched_tok=full(tokens),
         mem_fraction=full(frac), input_tok=full(isl), output_tok=full(osl), mode=ints(MODES[mode]), load=loads,
-        context_tok=full(ctx if ctx is not None else isl + osl))
+        context_tok=full(ctx if ctx is not None else isl + osl),
+        first_wave_share=full(1.0 if mode == "offline" else 0.0))
 
 
 def run(c: Candidates, tables: Tables = TABLES, params: Params = PARAMS) -> Result:
@@ -167,8 +168,10 @@ def test_throughput_rises_with_concurrency_until_saturation(d: dict[str, Any]) -
     # 2%: where the prefill queue binds (long prompts, two-token outputs on a small GPU) throughput is a
     # plateau, on which the switch from one-shot to chunked prefill as the replica gets busy dips by up
     # to ~1% (the chunked step adds the decode step's weight read to the chunk's compute instead of
-    # overlapping them: a known approximation, not physics); the faults this test caught were 5-10%
-    assert np.all(np.diff(thr) >= -2e-2 * thr[1:])
+    # overlapping them: a known approximation, not physics); the faults this test caught were 5-10%. From two
+    # clients on: one client's prompt runs alone on an idle replica, with no decode to share its steps, which
+    # a prefill-bound workload (long prompts, short outputs) does not regain until several clients share them
+    assert np.all(np.diff(thr[1:]) >= -2e-2 * thr[2:])
 
 
 @settings(max_examples=60, deadline=None)
