@@ -847,7 +847,8 @@ class Recommender:
                          if (int(most.layout[i]), float(most.seqs[i]), float(most.tokens[i])) not in seen_units]
                 continue
             sc, i, pos = queue.pop(0)
-            dep = deps.get(i) if pos >= 0 and i in deps else self.deployment(sc, i)
+            known = deps.get(i) if pos >= 0 else None
+            dep = known if known is not None else self.deployment(sc, i)
             launch = self._launch(req, dep, no_checkpoint)
             if launch.error:
                 skipped.setdefault(f"{dep.engine} {dep.weight_dtype}", launch.error)
