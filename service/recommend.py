@@ -278,8 +278,17 @@ def apply_scenario(req: RecommendationRequest) -> Applied:
     max_quality = cons.max_quality_loss or preset.get("max_quality_loss") or "noticeable"
     cons = cons.model_copy(update={"max_quality_loss": max_quality,
                                    "max_gpus": cons.max_gpus or DEFAULT_MAX_GPUS})
-    return Applied(sla=sla, constraints=cons, objective=req.objective or preset.get("objective") or "min_cost",
+    return Applied(sla=sla, constraints=cons, objective=req.objective or scenario_objective(req.scenario, cons),
                    percentile=percentile, max_quality=max_quality)
+
+
+def scenario_objective(scenario: str | None, cons: Constraints) -> str:
+    """What a scenario ranks by when the request names no objective: batch the cost per output token; api the
+    hourly cost at its SLA; chat the latency within a budget (constraints.max_usd_per_hour), and without one the
+    hourly cost within its latency SLA (the fastest deployment of all would be the largest)."""
+    if scenario == "chat" and cons.max_usd_per_hour is not None:
+        return "min_latency"
+    return str(SCENARIOS.get(scenario or "", {}).get("objective") or "min_cost")
 
 
 RANKED_BY = {
@@ -297,8 +306,14 @@ RANKED_BY = {
 def ranked_by(objective: str, offline: bool, scenario: str | None) -> str:
     """What ordered the recommendations (``rank_keys``), in words, within the SLA and constraints."""
     text = RANKED_BY["min_cost_offline" if objective == "min_cost" and offline else objective]
-    return text + (f" (the {scenario} scenario's objective)" if scenario and SCENARIOS[scenario]["objective"] ==
-                   objective else "") + "; every candidate ranked meets the SLA and constraints by its prediction"
+    if scenario == "chat" and objective == "min_latency":
+        text += " (the chat scenario's objective within constraints.max_usd_per_hour)"
+    elif scenario == "chat" and objective == "min_cost":
+        text += (" (the chat scenario without a budget: the cheapest within its latency SLA; give "
+                 "constraints.max_usd_per_hour to rank by latency within it)")
+    elif scenario and SCENARIOS[scenario]["objective"] == objective:
+        text += f" (the {scenario} scenario's objective)"
+    return text + "; every candidate ranked meets the SLA and constraints by its prediction"
 
 
 def failing(viol: dict[str, NDArray[np.bool_]], n: int, besides: str | None = None) -> NDArray[np.bool_]:

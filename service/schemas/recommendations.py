@@ -71,7 +71,8 @@ class RecommendationRequest(ModelChoice):
     Scenarios fill what the request leaves out:
 
     - ``chat`` (interactive chat or copilot): TTFT <= 200 ms and TPOT <= 50 ms at p95, at most
-      near-lossless quantisation, objective min_cost;
+      near-lossless quantisation, ranked by latency within constraints.max_usd_per_hour (min_latency), or
+      without a budget by hourly cost within the SLA (min_cost);
     - ``batch`` (overnight jobs): no latency SLA, any quantisation, ranked by USD per million output tokens
       (throughput per dollar) whatever the workload's mode;
     - ``api`` (high-concurrency API): TTFT <= 1000 ms and TPOT <= 100 ms at p95, any quantisation,
@@ -81,7 +82,8 @@ class RecommendationRequest(ModelChoice):
     workload: Workload
     sla: Sla = Field(default_factory=Sla)
     constraints: Constraints = Field(default_factory=Constraints)
-    objective: Objective | None = Field(default=None, description="default min_cost")
+    objective: Objective | None = Field(default=None, description="default min_cost, or the scenario's "
+                                        "(ranked_by in the answer says which ranked it)")
     scenario: Scenario | None = None
     top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
     simulation: SimulationOptions = Field(

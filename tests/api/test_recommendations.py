@@ -133,7 +133,14 @@ def test_batch_ranks_by_cost_per_token_and_says_so(client: TestClient) -> None:
     per_m = [r["cost"]["usd_per_million_output_tokens"] for r in batch["recommendations"]]
     assert per_m == sorted(per_m) and per_m[0] <= chat["recommendations"][0]["cost"]["usd_per_million_output_tokens"]
     assert batch["ranked_by"].startswith("min_cost_per_token") and "batch scenario" in batch["ranked_by"]
-    assert chat["ranked_by"].startswith("min_cost: USD per hour")
+    assert chat["ranked_by"].startswith("min_cost: USD per hour") and "without a budget" in chat["ranked_by"]
+    # with a budget, chat ranks by latency within it
+    fast = recommend(client, {**common, "scenario": "chat", "constraints": {"max_usd_per_hour": 10.0}})
+    assert fast["ranked_by"].startswith("min_latency")
+    # (min_latency ranks on E2E at the SLA's percentile, p95)
+    e2e = [r["predicted"]["simulation"]["e2e_ms"]["p95"] for r in fast["recommendations"]]
+    assert e2e == sorted(e2e) and all(r["cost"]["usd_per_hour"] <= 10.0 for r in fast["recommendations"])
+    assert e2e[0] <= top["simulation"]["e2e_ms"]["p95"]
 
 
 def test_70b_on_one_24gb_gpu_is_ruled_out_by_memory(client: TestClient) -> None:
