@@ -113,8 +113,11 @@ CLOSEST_SHOWN = 3
 RELAX_PREDICTED = 4
 RELAX_LOAD_DEPLOYMENTS = 2
 # Each candidate the prediction rejects is tried again at up to this many more replica counts (more replicas
-# only lower every latency) before the next layout is tried; each it accepts, at up to this many fewer.
+# only lower every latency) before the next layout is tried; each it accepts, at one fewer (the analytic
+# replica count is more often too many than too few: benchmarks/consistency.py's median simulated / analytic
+# TTFT ratio is below 1 at the tail percentiles).
 MORE_REPLICAS_TRIED = 2
+FEWER_REPLICAS_TRIED = 1
 
 
 def floors(params: Params, sm: StepModel) -> tuple[F, F]:
@@ -886,7 +889,7 @@ class Recommender:
                 dropped_by[name] = dropped_by.get(name, 0) + 1
             # more replicas while it misses (every latency falls with them), fewer while it meets the bounds
             step = (self.more_replicas(dep, ap, req.workload, verify.miss(rec, ap.sla, ap.percentile)) if over
-                    else self.fewer_replicas(dep))
+                    else self.fewer_replicas(dep, verify.use(rec, ap.sla, ap.percentile)))
             for other in step:
                 if tried >= limit:
                     break
@@ -958,11 +961,15 @@ class Recommender:
             notes=[*(f"passed over {k}: {v}" for k, v in skipped.items()), *dropped])
 
     @staticmethod
-    def fewer_replicas(dep: Deployment) -> list[Deployment]:
-        """``dep`` at the next few smaller replica counts of the grid (``MORE_REPLICAS_TRIED``), largest first."""
+    def fewer_replicas(dep: Deployment, use: float | None) -> list[Deployment]:
+        """``dep`` at the next smaller replica count of the grid (``FEWER_REPLICAS_TRIED``), when its prediction
+        leaves room for it: its latencies use at most the share of their bounds (``use``) that the fewer
+        replicas keep of the more (were latency to grow as the load per replica, they would still meet them).
+        None without a latency bound: the search's replica count then only answers capacity."""
         per = dep.tp * dep.pp
-        return [dep.model_copy(update={"replicas": r, "gpu_count": r * per})
-                for r in sorted((r for r in REPLICA_GRID if r < dep.replicas), reverse=True)[:MORE_REPLICAS_TRIED]]
+        fewer = sorted((r for r in REPLICA_GRID if r < dep.replicas), reverse=True)[:FEWER_REPLICAS_TRIED]
+        return [dep.model_copy(update={"replicas": r, "gpu_count": r * per}) for r in fewer
+                if use is not None and use <= r / dep.replicas]
 
     def more_replicas(self, dep: Deployment, ap: Applied, wl: Workload, miss: float = 1.0) -> list[Deployment]:
         """``dep`` at a few more replica counts of the grid (``MORE_REPLICAS_TRIED``) within max_gpus, the budget

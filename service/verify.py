@@ -42,12 +42,20 @@ def broken(rec: Recommendation, sla: Sla, percentile: str) -> dict[str, str]:
     out = {name: f"predicted {percentile} {label} {values[name]:g} ms > {getattr(sla, name):g} ms"
            for name, label in LATENCY_BOUNDS.items()
            if getattr(sla, name) is not None and values[name] > getattr(sla, name)}
-    sim = rec.predicted.simulation
-    if sim is not None and sim.saturated:
-        out["capacity"] = f"predicted saturated: the replica completes {sim.replica_requests_per_s:g} req/s of the load"
+    # (a simulated replica flagged saturated is not ruled out here: the flag compares completions over a finite
+    # window with the offered rate, within a few percent of counting noise at 1000 requests; a replica that is
+    # saturated shows it in its latencies, and the search rules out what the analytic capacity cannot serve)
     if sla.min_output_tok_s is not None and rec.predicted.output_tok_s < sla.min_output_tok_s:
         out["min_output_tok_s"] = f"predicted {rec.predicted.output_tok_s:g} output tok/s < {sla.min_output_tok_s:g}"
     return out
+
+
+def use(rec: Recommendation, sla: Sla, percentile: str) -> float | None:
+    """The largest share of a latency bound the recommendation's prediction uses (None: no latency bound)."""
+    values = sla_values(rec.predicted, percentile)
+    shares = [values[name] / getattr(sla, name) for name in LATENCY_BOUNDS
+              if getattr(sla, name) is not None and getattr(sla, name) > 0]
+    return max(shares) if shares else None
 
 
 def miss(rec: Recommendation, sla: Sla, percentile: str) -> float:

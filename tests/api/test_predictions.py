@@ -157,8 +157,8 @@ def test_percentiles_come_from_a_reproducible_simulation(client: TestClient) -> 
     assert first["predicted"] == again["predicted"]                  # same seed, same answer
     p = first["predicted"]
     sim = p["simulation"]
-    assert "simulated: 2000 requests (seed 0)" in p["percentile_method"]
-    assert sim["requests"] == 2000 and sim["seed"] == 0 and sim["warmup_requests"] > 0
+    assert "simulated: 1000 requests (seed 0)" in p["percentile_method"]
+    assert sim["requests"] == 1000 and sim["seed"] == 0 and sim["warmup_requests"] > 0
     assert (p["ttft_p50_ms"], p["ttft_p95_ms"], p["ttft_p99_ms"]) == (
         sim["ttft_ms"]["p50"], sim["ttft_ms"]["p95"], sim["ttft_ms"]["p99"])
     assert p["tpot_p99_ms"] == sim["tpot_ms"]["p99"] and p["e2e_p95_ms"] == sim["e2e_ms"]["p95"]

@@ -207,10 +207,10 @@ RATE_8B: dict[str, Any] = {
 
 def test_percentile_sla_is_judged_on_the_simulated_tail(client: TestClient) -> None:
     body = recommend(client, RATE_8B)
-    assert "simulating 2000 requests each (seed 0)" in body["percentile_method"]
+    assert "simulating 1000 requests each (seed 0)" in body["percentile_method"]
     for r in body["recommendations"]:
         sim = r["predicted"]["simulation"]
-        assert sim is not None and sim["requests"] == 2000
+        assert sim is not None and sim["requests"] == 1000
         assert r["headroom"]["ttft_ms"] == pytest.approx(1 - sim["ttft_ms"]["p95"] / 1000, abs=1e-4)
         assert r["headroom"]["tpot_ms"] == pytest.approx(1 - sim["tpot_ms"]["p95"] / 50, abs=1e-4)
     # each recommendation carries what POST /v1/predictions says of it, with its default simulation (the
