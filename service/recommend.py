@@ -121,9 +121,12 @@ FEWER_REPLICAS_TRIED = 1
 
 
 def floors(params: Params, sm: StepModel) -> tuple[F, F]:
-    """Latency floors of one request alone on an idle replica: TTFT (front end + its prefill, at any percentile)
-    and TPOT (one decode step of one sequence; steps only grow with the batch)."""
-    return params.ttft_fixed_s + sm.prefill_alone_s, sm.decode_step(np.ones(len(sm.s.isl)))[0]
+    """Latency floors no prediction goes below: TTFT, the front end and the prompt's own compute (alone, or in
+    chunks carried by decode steps, which read the weights for the decodes anyway: the smaller), at any
+    percentile; TPOT, one decode step of one sequence (steps only grow with the batch)."""
+    carried_s = sm.s.isl * sm.c_prefill_s
+    return (params.ttft_fixed_s + np.minimum(sm.prefill_alone_s, carried_s),
+            sm.decode_step(np.ones(len(sm.s.isl)))[0])
 
 
 @dataclass
