@@ -35,6 +35,7 @@ from scipy.sparse import coo_matrix
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
 from service.core.costmodel import (
+    ASSUMED_REQUESTS_PER_CLIENT,
     MODES,
     PARAM_NAMES,
     Candidates,
@@ -58,10 +59,6 @@ LOSS_SCALE_LOG = 0.15       # soft-L1 knee: residuals beyond ~15% count linearly
 MAX_NFEV_PER_LEVEL = 60
 CENTRAL_STATS = ("mean", "median", "p50", "single", "batch_prefill")
 METRICS = ("throughput", "ttft", "tpot")
-# Requests a closed-loop benchmark run sends per client when its source does not say: InferenceX's runs use
-# num_prompts = 10 x concurrency (the assumption for every stored closed-loop row: none states its count).
-# The first wave (every client at once) is then a tenth of the measured requests.
-ASSUMED_REQUESTS_PER_CLIENT = 10.0
 
 
 def _central(stat: str | None) -> bool:
@@ -195,10 +192,9 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
         cols["mode"].append(MODES[mode])
         cols["load"].append(0.0 if math.isnan(load) else load)
         cols["context_tok"].append(i_tok + o_tok)
-        # each row as its harness ran it: a closed-loop benchmark includes its first wave, an offline job
-        # starts all at once, a Poisson stream has no wave
-        cols["first_wave_share"].append(
-            {"concurrency": 1.0 / ASSUMED_REQUESTS_PER_CLIENT, "offline": 1.0}.get(mode, 0.0))
+        # each row as its harness ran it: a closed-loop benchmark includes its first wave (an offline job's is
+        # set by its batch: costmodel.static_terms), a Poisson stream has none
+        cols["first_wave_share"].append(1.0 / ASSUMED_REQUESTS_PER_CLIENT if mode == "concurrency" else 0.0)
         y.append((thr, ttft, tpot))
         total.append(is_total)
         current.append(is_current(engine, version, constants))

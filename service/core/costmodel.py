@@ -96,6 +96,10 @@ _MIN_DECODE_STEPS = 0.5
 # it the steady state does not exist and the closed loop's own limit, Little's law, takes over).
 _MIN_CHUNK_TOK = 512.0
 _MAX_PREFILL_UTILISATION = 0.95
+# Requests a closed-loop benchmark run (or an offline job) sends per client (per sequence admitted) when its
+# source does not say: InferenceX's runs use num_prompts = 10 x concurrency (the assumption for every stored
+# run: none states its count). The first wave (every client at once) is then a tenth of the measured requests.
+ASSUMED_REQUESTS_PER_CLIENT = 10.0
 # No bound on the requests ahead (open loops); finite so that a zero utilisation times it stays zero.
 _NO_LIMIT = 1e30
 
@@ -445,6 +449,12 @@ def static_terms(t: Tables, c: Candidates) -> Static:
     seq_mean = kv_seq_bytes(ctx_mean)
     cap = capacity(t, c, weights, overhead, runnable, seq_full, seq_mean)
     activations, kv_pool, fits, max_conc, cap_mean = cap.activations, cap.kv_pool, cap.fits, cap.max_conc, cap.cap_mean
+    # an offline job's first wave is the batch each replica admits at once, of the job's requests (its load; a
+    # job that does not say: ASSUMED_REQUESTS_PER_CLIENT per sequence admitted, as a closed-loop run)
+    first_wave = np.where(c.mode == MODE_OFFLINE,
+                          np.where(c.load > 0, np.minimum(cap_mean * np.maximum(c.replicas, 1.0)
+                                                          / np.maximum(c.load, 1.0), 1.0),
+                                   1.0 / ASSUMED_REQUESTS_PER_CLIENT), c.first_wave_share)
 
     heads_dims = t.heads[m] * t.attn_dims[m]
     attn_prefill = _attn_prefill(heads_dims, full_l, win_l, win, isl)
@@ -463,7 +473,7 @@ def static_terms(t: Tables, c: Candidates) -> Static:
         layers=t.layers[m], experts=t.num_experts[m], experts_per_token=t.experts_per_token[m],
         kv_tok_layer_bytes=kv_tok_layer, full_layers=full_l, window_layers=win_l, window_tok=win,
         heads_dims=heads_dims, dec_fixed_flops_tok=dec_fixed, max_num_seqs=c.max_num_seqs,
-        context_tok=np.maximum(c.context_tok, 1.0), first_wave_share=c.first_wave_share,
+        context_tok=np.maximum(c.context_tok, 1.0), first_wave_share=first_wave,
     )
 
 

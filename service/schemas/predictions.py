@@ -119,10 +119,8 @@ class Workload(_Body):
 
     @property
     def first_wave_share(self) -> float:
-        """Share of the measured requests sent together at the start: the whole job offline, clients / requests
-        of a benchmark run, none in a steady state."""
-        if self.mode == "offline":
-            return 1.0
+        """Share of the measured requests sent together at the start: clients / requests of a benchmark run, none
+        in a steady state (an offline job's is the batch its deployment admits at once: the cost model's)."""
         if self.benchmark_run:
             return min(float(self.concurrency or 0) / float(self.num_requests or 1), 1.0)
         return 0.0
