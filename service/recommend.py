@@ -112,12 +112,12 @@ CLOSEST_SHOWN = 3
 # infeasible answer.
 RELAX_PREDICTED = 4
 RELAX_LOAD_DEPLOYMENTS = 2
-# Each candidate the prediction rejects is tried again at up to this many more replica counts (more replicas
-# only lower every latency) before the next layout is tried; each it accepts, at one fewer (the analytic
-# replica count is more often too many than too few: benchmarks/consistency.py's median simulated / analytic
-# TTFT ratio is below 1 at the tail percentiles).
+# Predictions that adjust a candidate's replica count (more replicas only lower every latency): at most this
+# many more when its prediction misses, fewer when it meets the bounds with room, and halvings of the counts
+# between the most that missed and the fewest that met. Bounds on the work of one request.
 MORE_REPLICAS_TRIED = 2
 FEWER_REPLICAS_TRIED = 1
+BISECT_TRIES = 2
 
 
 def floors(params: Params, sm: StepModel) -> tuple[F, F]:
@@ -890,7 +890,13 @@ class Recommender:
                 continue
             for name in verify.broken(rec, ap.sla, ap.percentile):
                 dropped_by[name] = dropped_by.get(name, 0) + 1
-            # more replicas while it misses (every latency falls with them), fewer while it meets the bounds
+            # more replicas while it misses (every latency falls with them), fewer while it meets the bounds;
+            # then the replica counts of the grid between the most that missed and the fewest that met, halved
+            # (at most BISECT_TRIES predictions): the fewest that meet the bounds
+            first_over, first_reps = over, dep.replicas
+            by_reps = {dep.replicas: rec}
+            missed = dep.replicas if over else 0
+            met = 0 if over else dep.replicas
             step = (self.more_replicas(dep, ap, req.workload, verify.miss(rec, ap.sla, ap.percentile)) if over
                     else self.fewer_replicas(dep, verify.use(rec, ap.sla, ap.percentile)))
             for other in step:
@@ -898,16 +904,34 @@ class Recommender:
                     break
                 tried += 1
                 again, over_again = predict(other)
-                if over and not over_again:
-                    dropped.append(f"dropped after simulation: {dep.replicas} x TP{dep.tp} {dep.gpu} "
-                                   f"{dep.weight_dtype}/{dep.kv_dtype} on {dep.engine}: {'; '.join(over)} "
-                                   f"({other.replicas} replicas meet the bounds: recommended instead)")
-                    rec, over = again, []
-                    break
-                if not over:
-                    if over_again:
+                by_reps[other.replicas] = again
+                if over_again:
+                    missed = max(missed, other.replicas)
+                    if not over:
                         break
-                    rec = again
+                else:
+                    met = other.replicas if not met else min(met, other.replicas)
+                    if over:
+                        break
+            for _ in range(BISECT_TRIES):
+                between = [r for r in REPLICA_GRID if missed < r < met]
+                if not met or not between or tried >= limit:
+                    break
+                mid = dep.model_copy(update={"replicas": between[len(between) // 2],
+                                             "gpu_count": between[len(between) // 2] * dep.tp * dep.pp})
+                tried += 1
+                again, over_again = predict(mid)
+                by_reps[mid.replicas] = again
+                if over_again:
+                    missed = mid.replicas
+                else:
+                    met = mid.replicas
+            if met:
+                rec, over = by_reps[met], []
+                if first_over:
+                    dropped.append(f"dropped after simulation: {first_reps} x TP{dep.tp} {dep.gpu} "
+                                   f"{dep.weight_dtype}/{dep.kv_dtype} on {dep.engine}: {'; '.join(first_over)} "
+                                   f"({met} replicas meet the bounds: recommended instead)")
             if over:
                 d = rec.deployment
                 dropped.append(f"dropped after simulation: {d.replicas} x TP{d.tp} {d.gpu} {d.weight_dtype}/"
@@ -965,14 +989,15 @@ class Recommender:
 
     @staticmethod
     def fewer_replicas(dep: Deployment, use: float | None) -> list[Deployment]:
-        """``dep`` at the next smaller replica count of the grid (``FEWER_REPLICAS_TRIED``), when its prediction
-        leaves room for it: its latencies use at most the share of their bounds (``use``) that the fewer
-        replicas keep of the more (were latency to grow as the load per replica, they would still meet them).
-        None without a latency bound: the search's replica count then only answers capacity."""
+        """``dep`` at fewer replicas when its prediction leaves room (``FEWER_REPLICAS_TRIED``): the fewest of the
+        grid that keep at least the share of its replicas its latencies use of their bounds (``use``: were
+        latency to grow as the load per replica, they would still meet them). None without a latency bound:
+        the search's replica count then only answers capacity."""
+        if use is None:
+            return []
         per = dep.tp * dep.pp
-        fewer = sorted((r for r in REPLICA_GRID if r < dep.replicas), reverse=True)[:FEWER_REPLICAS_TRIED]
-        return [dep.model_copy(update={"replicas": r, "gpu_count": r * per}) for r in fewer
-                if use is not None and use <= r / dep.replicas]
+        fewer = [r for r in REPLICA_GRID if dep.replicas * use <= r < dep.replicas][:FEWER_REPLICAS_TRIED]
+        return [dep.model_copy(update={"replicas": r, "gpu_count": r * per}) for r in fewer]
 
     def more_replicas(self, dep: Deployment, ap: Applied, wl: Workload, miss: float = 1.0) -> list[Deployment]:
         """``dep`` at a few more replica counts of the grid (``MORE_REPLICAS_TRIED``) within max_gpus, the budget

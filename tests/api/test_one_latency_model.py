@@ -107,3 +107,20 @@ def test_a_benchmark_run_includes_its_first_wave(client: TestClient) -> None:
     off_steady = predict(client, {**base, "simulation": {"enabled": False}})
     assert off is not None and off_steady is not None
     assert off["predicted"]["ttft_ms"] > off_steady["predicted"]["ttft_ms"]      # the analytic first-wave term
+
+
+def test_70b_is_not_over_provisioned_against_its_own_predictions(client: TestClient) -> None:
+    # the case: 100 clients of 2,000 in / 300 out, p95 TTFT <= 1 s, TPOT <= 50 ms, H100 only. The
+    # answer's first deployment costs no more than 3 x TP2 FP8, which its prediction says meets the SLA
+    req = {"model": "meta-llama/Llama-3.1-70B-Instruct",
+           "workload": {"input_tokens": 2000, "output_tokens": 300, "concurrency": 100},
+           "sla": {"ttft_ms": 1000, "tpot_ms": 50, "percentile": "p95"}, "constraints": {"gpus": ["h100-sxm"]}}
+    ref = predict(client, {"model": req["model"], "workload": req["workload"],
+                           "deployment": {"gpu": "h100-sxm", "tp": 2, "replicas": 3, "weight_dtype": "fp8",
+                                          "engine": "vllm"}})
+    assert ref is not None
+    p = ref["predicted"]
+    assert p["ttft_p95_ms"] <= 1000 and p["tpot_p95_ms"] <= 50
+    ans = client.post("/v1/recommendations", json=req).json()
+    assert ans["feasible"]
+    assert ans["recommendations"][0]["cost"]["usd_per_hour"] <= ref["cost"]["usd_per_hour"]
