@@ -91,7 +91,8 @@ def _grid(n_target: int) -> tuple[Any, Candidates, Params]:
         kvdtype=np.full(n, idx["kvdtype"]["auto"]), budget=np.zeros(n, dtype=np.int64), tp=g[:, 3].astype(float),
         pp=full(1.0), ep=full(1.0), replicas=full(1.0), max_num_seqs=full(256.0), max_batched_tok=full(8192.0),
         mem_fraction=full(0.9), input_tok=full(1024.0), output_tok=full(256.0), mode=g[:, 4].astype(np.int64),
-        load=g[:, 5].astype(float), context_tok=full(1280.0))
+        load=g[:, 5].astype(float), context_tok=full(1280.0),
+        first_wave_share=(g[:, 4] == MODES["offline"]).astype(float))
     params = Params(**{k: np.full(n, b.initial) for k, b in constants.initial_params.items()})
     return t, cand, params
 
@@ -106,7 +107,8 @@ def _free_port() -> int:
 def running_server() -> Iterator[str]:
     """uvicorn with the real app on a fresh SQLite file (migrated and calibrated at start-up)."""
     with tempfile.TemporaryDirectory() as d:
-        port = _free_port()
+        # BENCH_PORT: a fixed port (a machine shared by several runs may assign each a range)
+        port = int(os.environ.get("BENCH_PORT") or _free_port())
         env = {**os.environ, "DATABASE_URL": f"sqlite:///{d}/speed.db", "CALIBRATION_CV": "off",
                "LOG_LEVEL": "WARNING"}
         proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "service.main:app", "--port", str(port),

@@ -37,6 +37,7 @@ from service.schemas.predictions import (
     Cost,
     Deployment,
     InlineModel,
+    LatencyStats,
     Launch,
     MemoryPerGpu,
     Predicted,
@@ -346,7 +347,8 @@ class Advisor:
             model=np.full(n, m_idx), gpu=ix[0], wdtype=ix[1], kvdtype=ix[2], budget=ix[3], tp=f[0], pp=f[1], ep=f[2],
             replicas=f[3], max_num_seqs=f[4], max_batched_tok=f[5], mem_fraction=f[6],
             input_tok=np.full(n, float(wl.input_tokens)), output_tok=np.full(n, float(wl.output_tokens)),
-            mode=np.full(n, MODES[wl.mode]), load=np.full(n, load), context_tok=f[7])
+            mode=np.full(n, MODES[wl.mode]), load=np.full(n, load), context_tok=f[7],
+            first_wave_share=np.full(n, wl.first_wave_share))
         params = self.params_for(keys, current)
         static = static_terms(tables, cand)
         return Analyses(static, params, serve(static, params), keys)
@@ -410,7 +412,7 @@ class Advisor:
                                       cost=Cost(usd_per_hour=usd_h, usd_per_million_output_tokens=None,
                                                 price_source=gpu.sources.price),
                                       settings=settings, confidence=confidence, notes=notes)
-        predicted = self.predicted(res, params, i, wl, sim)
+        predicted = self.predicted(res, params, i, wl, sim, dep.replicas)
         if wl.concurrency is not None and wl.concurrency > predicted.max_concurrency:
             notes.append(f"{wl.concurrency} concurrent requests exceed the {predicted.max_concurrency} sequences "
                          f"of {settings.max_model_len} tokens the deployment holds at once: the rest queue "
@@ -448,19 +450,35 @@ class Advisor:
             launch=launch if launch is not None else self.launch(model_name, dep, settings), notes=notes)
 
     @staticmethod
-    def predicted(res: Result, params: Params, i: int, wl: Workload, sim: Simulation | None = None) -> Predicted:
-        """The response's figures: means and throughput from the analytic model; percentiles from the
-        simulation when there is one, else an analytic tail."""
+    def predicted(res: Result, params: Params, i: int, wl: Workload, sim: Simulation | None = None,
+                  replicas: int = 1) -> Predicted:
+        """The response's figures, from one mechanism: every latency mean and percentile and the throughput
+        from the simulation when there is one (so that p50 <= p90 <= p95 <= p99 and each mean lies within its
+        distribution), else all from the analytic model (its means, an analytic tail). Memory, capacity,
+        the prompt alone and the compute share are the analytic model's either way (no load involved)."""
         analytic = Advisor._analytic_predicted(res, params, i, wl)
         if sim is None:
             return analytic
         s = simulated(sim)
-        tpot = s.tpot_ms
+        r = sim.result
+        tpot = s.tpot_ms if s.tpot_ms is not None else LatencyStats(
+            **{k: round(s.itl_ms.mean if s.itl_ms else 0.0, 3) for k in ("mean", "p50", "p90", "p95", "p99")})
+        # the deployment's throughput: the simulated replica's times the replicas, a closed loop's scaled by the
+        # clients each replica has on average over those the busiest one (the one simulated) has
+        scale = float(replicas)
+        if wl.concurrency is not None:
+            scale = float(wl.concurrency) / math.ceil(wl.concurrency / replicas)
         return analytic.model_copy(update={
-            "ttft_p50_ms": s.ttft_ms.p50, "ttft_p90_ms": s.ttft_ms.p90, "ttft_p95_ms": s.ttft_ms.p95,
-            "ttft_p99_ms": s.ttft_ms.p99, "e2e_p95_ms": s.e2e_ms.p95,
-            **({"tpot_p50_ms": tpot.p50, "tpot_p90_ms": tpot.p90, "tpot_p95_ms": tpot.p95, "tpot_p99_ms": tpot.p99}
-               if tpot is not None else {}),
+            "ttft_ms": s.ttft_ms.mean, "ttft_p50_ms": s.ttft_ms.p50, "ttft_p90_ms": s.ttft_ms.p90,
+            "ttft_p95_ms": s.ttft_ms.p95, "ttft_p99_ms": s.ttft_ms.p99,
+            "tpot_ms": tpot.mean, "tpot_p50_ms": tpot.p50, "tpot_p90_ms": tpot.p90, "tpot_p95_ms": tpot.p95,
+            "tpot_p99_ms": tpot.p99, "e2e_ms": s.e2e_ms.mean, "e2e_p95_ms": s.e2e_ms.p95,
+            # tokens generated over the simulated window (in-flight requests' included), and the requests they
+            # make at the workload's mean lengths: output = requests/s x output tokens holds
+            "output_tok_s": round(r.output_tok_s * scale, 2),
+            "total_tok_s": round(r.output_tok_s * scale * (wl.input_tokens + wl.output_tokens) / wl.output_tokens, 2),
+            "requests_per_s": round(r.output_tok_s * scale / wl.output_tokens, 4),
+            "batch_per_replica": round(r.batch_mean, 2),
             "percentile_method": percentile_method(sim), "simulation": s})
 
     @staticmethod

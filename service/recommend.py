@@ -31,6 +31,7 @@ from service.core.costmodel import (
     Candidates,
     Params,
     ServeInputs,
+    StepModel,
     Tables,
     capacity,
     static_terms,
@@ -74,7 +75,7 @@ TOKENS_PER_MILLION = 1e6
 SCENARIOS: dict[str, dict[str, Any]] = {
     "chat": {"sla": {"ttft_ms": 200.0, "tpot_ms": 50.0, "percentile": "p95"},
              "max_quality_loss": "near-lossless", "objective": "min_cost"},
-    "batch": {"sla": {"percentile": "mean"}, "max_quality_loss": "noticeable", "objective": "min_cost"},
+    "batch": {"sla": {"percentile": "mean"}, "max_quality_loss": "noticeable", "objective": "min_cost_per_token"},
     "api": {"sla": {"ttft_ms": 1000.0, "tpot_ms": 100.0, "percentile": "p95"},
             "max_quality_loss": "noticeable", "objective": "min_cost"},
 }
@@ -100,6 +101,32 @@ SLA_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
 # Load grid for "the largest concurrency / rate that fits" (shares of the requested load).
 LOAD_SHARES = tuple(float(x) for x in np.geomspace(1.0, 1.0 / 512, 28)[1:])
 CLOSEST_SHOWN = 3
+# The analytic model is the search's estimate, not its reference: the scheduler simulation (the prediction) is.
+# benchmarks/consistency.py measures the simulated / analytic ratio over random deployments from below 0.01 to
+# above 100 (TTFT, at loads the analytic queueing overstates or understates), so no share of the analytic figure
+# is a safe bound; one request alone on an idle replica is (``floors``: no prediction falls below it). The search
+# ranks and proposes replica counts with the analytic figures; a layout and setting whose floors and capacity
+# meet every bound but whose analytic figures do not is still tried, by prediction, when the answer has room.
+# Deployments predicted per relaxation (the best few by the analytic estimates, one per layout), and the
+# deployments closest to the bounds whose largest load within them is searched: bounds on the work of an
+# infeasible answer.
+RELAX_PREDICTED = 4
+RELAX_LOAD_DEPLOYMENTS = 2
+# Predictions that adjust a candidate's replica count (more replicas only lower every latency): at most this
+# many more when its prediction misses, fewer when it meets the bounds with room, and halvings of the counts
+# between the most that missed and the fewest that met. Bounds on the work of one request.
+MORE_REPLICAS_TRIED = 2
+FEWER_REPLICAS_TRIED = 1
+BISECT_TRIES = 2
+
+
+def floors(params: Params, sm: StepModel) -> tuple[F, F]:
+    """Latency floors no prediction goes below: TTFT, the front end and the prompt's own compute (alone, or in
+    chunks carried by decode steps, which read the weights for the decodes anyway: the smaller), at any
+    percentile; TPOT, one decode step of one sequence (steps only grow with the batch)."""
+    carried_s = sm.s.isl * sm.c_prefill_s
+    return (params.ttft_fixed_s + np.minimum(sm.prefill_alone_s, carried_s),
+            sm.decode_step(np.ones(len(sm.s.isl)))[0])
 
 
 @dataclass
@@ -157,9 +184,11 @@ class Scored:
     n_gpus: F
     usd_h: F
     fits: NDArray[np.bool_]
-    ttft_ms: F
+    ttft_ms: F                              # the analytic estimates at the SLA's percentile
     tpot_ms: F
     e2e_ms: F
+    ttft_floor_ms: F                        # one request alone: no prediction is below these (``floors``)
+    tpot_floor_ms: F
     out_tok_s: F
     usd_per_m: F
     overloaded: NDArray[np.bool_]
@@ -241,7 +270,8 @@ def candidates(lay: NDArray[np.int64], dset: F, m_idx: int, wl: Workload, li: ND
         pp=lay[li, 4].astype(np.float64), ep=np.ones(n), replicas=reps, max_num_seqs=seqs,
         max_batched_tok=toks, mem_fraction=dset[li, 2], input_tok=np.full(n, float(wl.input_tokens)),
         output_tok=np.full(n, float(wl.output_tokens)), mode=np.full(n, MODES[wl.mode], dtype=np.int64),
-        load=loads, context_tok=np.full(n, float(wl.context_tokens)))
+        load=loads, context_tok=np.full(n, float(wl.context_tokens)),
+        first_wave_share=np.full(n, wl.first_wave_share))
 
 
 def apply_scenario(req: RecommendationRequest) -> Applied:
@@ -254,8 +284,42 @@ def apply_scenario(req: RecommendationRequest) -> Applied:
     max_quality = cons.max_quality_loss or preset.get("max_quality_loss") or "noticeable"
     cons = cons.model_copy(update={"max_quality_loss": max_quality,
                                    "max_gpus": cons.max_gpus or DEFAULT_MAX_GPUS})
-    return Applied(sla=sla, constraints=cons, objective=req.objective or preset.get("objective") or "min_cost",
+    return Applied(sla=sla, constraints=cons, objective=req.objective or scenario_objective(req.scenario, cons),
                    percentile=percentile, max_quality=max_quality)
+
+
+def scenario_objective(scenario: str | None, cons: Constraints) -> str:
+    """What a scenario ranks by when the request names no objective: batch the cost per output token; api the
+    hourly cost at its SLA; chat the latency within a budget (constraints.max_usd_per_hour), and without one the
+    hourly cost within its latency SLA (the fastest deployment of all would be the largest)."""
+    if scenario == "chat" and cons.max_usd_per_hour is not None:
+        return "min_latency"
+    return str(SCENARIOS.get(scenario or "", {}).get("objective") or "min_cost")
+
+
+RANKED_BY = {
+    "min_cost": "min_cost: USD per hour, then USD per million output tokens",
+    "min_cost_offline": "min_cost: USD per million output tokens (an offline job pays for its tokens), then USD per "
+                        "hour",
+    "min_cost_per_token": "min_cost_per_token: USD per million output tokens (throughput per dollar), then USD per "
+                          "hour",
+    "max_throughput": "max_throughput: output tokens per second, then USD per hour",
+    "min_latency": "min_latency: mean end-to-end latency, then TTFT, then USD per hour",
+    "balanced": "balanced: USD per million output tokens and end-to-end latency, each relative to the best",
+}
+
+
+def ranked_by(objective: str, offline: bool, scenario: str | None) -> str:
+    """What ordered the recommendations (``rank_keys``), in words, within the SLA and constraints."""
+    text = RANKED_BY["min_cost_offline" if objective == "min_cost" and offline else objective]
+    if scenario == "chat" and objective == "min_latency":
+        text += " (the chat scenario's objective within constraints.max_usd_per_hour)"
+    elif scenario == "chat" and objective == "min_cost":
+        text += (" (the chat scenario without a budget: the cheapest within its latency SLA; give "
+                 "constraints.max_usd_per_hour to rank by latency within it)")
+    elif scenario and SCENARIOS[scenario]["objective"] == objective:
+        text += f" (the {scenario} scenario's objective)"
+    return text + "; every candidate ranked meets the SLA and constraints by its prediction"
 
 
 def failing(viol: dict[str, NDArray[np.bool_]], n: int, besides: str | None = None) -> NDArray[np.bool_]:
@@ -377,6 +441,7 @@ class Recommender:
             n = len(li_c)
             # candidates not solved keep their floors (and no throughput)
             ttft, tpot, fits = un.ttft_lb_s[u], un.tpot_lb_s[u], un.fits[u]
+            ttft_floor, tpot_floor = ttft.copy(), tpot.copy()
             out_tok_s, overloaded = np.zeros(n), np.zeros(n, dtype=bool)
             sel = np.flatnonzero(within_floor[u] if skip_by_floor else fits)
             at = solve(u, j, sel)
@@ -390,7 +455,8 @@ class Recommender:
                 context_tok=wl.context_tokens, layout=li_c, layouts=layouts, replicas=reps, seqs=seqs_c, tokens=toks_c,
                 frac=un.table.dset[li_c, 2], n_gpus=n_gpus, usd_h=usd_h, fits=fits,
                 ttft_ms=ttft * MS_PER_S, tpot_ms=tpot * MS_PER_S, e2e_ms=(ttft + osl_1 * tpot) * MS_PER_S,
-                out_tok_s=out_tok_s, usd_per_m=usd_m, overloaded=overloaded, generated=generated, scored=n,
+                ttft_floor_ms=ttft_floor * MS_PER_S, tpot_floor_ms=tpot_floor * MS_PER_S, out_tok_s=out_tok_s,
+                usd_per_m=usd_m, overloaded=overloaded, generated=generated, scored=n,
                 solved=len(sel))
 
         if scope == "all":
@@ -535,9 +601,9 @@ class Recommender:
                        static.weights[li_s], static.overhead[li_s], static.runnable[li_s], static.seq_full[li_s],
                        static.seq_mean[li_s])
         inputs = ServeInputs.of(static, params, sm).expand(li_s, cap_mean=cap.cap_mean, max_batched_tok=toks_s)
+        ttft_floor_s, tpot_floor_s = floors(params, sm)
         return Units(table=table, fits_min=fits_min, li=li_s, seqs=seqs_s, toks=toks_s, mode=MODES[wl.mode],
-                     inputs=inputs, ttft_lb_s=(params.ttft_fixed_s + sm.prefill_alone_s)[li_s],
-                     tpot_lb_s=sm.decode_step(np.ones(L))[0][li_s], fits=cap.fits)
+                     inputs=inputs, ttft_lb_s=ttft_floor_s[li_s], tpot_lb_s=tpot_floor_s[li_s], fits=cap.fits)
 
     def _layout_table(self, model: ModelSpec, versions: dict[str, str], gpus: list[str], wds: list[str],
                       kvs: list[str], max_gpus: int, multi_node: bool) -> LayoutTable | None:
@@ -673,6 +739,16 @@ class Recommender:
         return ok
 
     @staticmethod
+    def floor_feasible(s: Scored, ap: Applied, osl_1: int) -> NDArray[np.int64]:
+        """Candidates whose floors (one request alone), memory, capacity and cost meet every bound: those the
+        reference (the prediction) may accept. A superset of ``feasible``'s; no prediction below its floors."""
+        ok = s.fits & Recommender.meets_sla(s.ttft_floor_ms / MS_PER_S, s.tpot_floor_ms / MS_PER_S, s.out_tok_s,
+                                            s.overloaded, osl_1, ap.sla.model_copy(update={"min_output_tok_s": None}))
+        if ap.constraints.max_usd_per_hour is not None:
+            ok &= s.usd_h <= ap.constraints.max_usd_per_hour
+        return np.flatnonzero(ok)
+
+    @staticmethod
     def feasible(s: Scored, ap: Applied) -> NDArray[np.int64]:
         """Indices of the candidates that meet every constraint."""
         return np.flatnonzero(~failing(Recommender.violations(s, ap), len(s.fits)))
@@ -680,7 +756,8 @@ class Recommender:
     def _empty(self, layouts: Layouts) -> Scored:
         z, b, i = np.zeros(0), np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
         return Scored(context_tok=0, layout=i, layouts=layouts, replicas=z, seqs=z, tokens=z, frac=z, n_gpus=z,
-                      usd_h=z, fits=b, ttft_ms=z, tpot_ms=z, e2e_ms=z, out_tok_s=z, usd_per_m=z, overloaded=b,
+                      usd_h=z, fits=b, ttft_ms=z, tpot_ms=z, e2e_ms=z, ttft_floor_ms=z,
+                      tpot_floor_ms=z, out_tok_s=z, usd_per_m=z, overloaded=b,
                       generated=0, scored=0, solved=0)
 
     # --- constraints and ranking -------------------------------------------------------------------
@@ -706,6 +783,8 @@ class Recommender:
         usd_h, usd_m, e2e, thr = s.usd_h[idx], s.usd_per_m[idx], s.e2e_ms[idx], s.out_tok_s[idx]
         if objective == "min_cost":
             return (usd_m, usd_h, e2e) if offline else (usd_h, usd_m, e2e)
+        if objective == "min_cost_per_token":
+            return usd_m, usd_h, e2e
         if objective == "max_throughput":
             return -thr, usd_h, e2e
         if objective == "min_latency":
@@ -745,11 +824,16 @@ class Recommender:
         recs: list[Recommendation] = []
         chosen: list[int] = []
         skipped: dict[str, str] = {}
-        # when the SLA names a percentile, each candidate's simulated tail (its prediction simulates the
-        # scheduler) must meet it too: one that does not is dropped for the next, within a bounded number
-        verifying = ap.percentile != "mean" and req.simulation.enabled
+        # the search's figures are analytic estimates: each candidate is predicted as POST /v1/predictions does
+        # (simulating its scheduler), and its prediction decides. One that misses a bound is tried at more
+        # replicas, one that meets them at fewer; then the layouts and settings whose floors (not their
+        # analytic figures) meet every bound are tried too, at their most replicas, while the answer has room:
+        # the analytic model may not rule out what its prediction accepts. At most top_k +
+        # MAX_EXTRA_CANDIDATES predictions.
         dropped: list[str] = []
+        dropped_by: dict[str, int] = {}             # the bounds the predictions of dropped candidates broke
         tried = 0
+        limit = req.top_k + verify.MAX_EXTRA_CANDIDATES
         no_checkpoint: dict[Any, str] = {}
         sims: SimMemo = {}                      # candidates with the same simulation inputs are simulated once
         best = self.best_per_layout(s, feasible, ap.objective, offline)     # each layout's best, best first
@@ -757,45 +841,113 @@ class Recommender:
         # many as the answer may still try: one batch, mostly)
         analysed: dict[int, tuple[Analyses, int]] = {}
         deps: dict[int, Deployment] = {}          # the deployments of the candidates analysed
-        batch = req.top_k + verify.MAX_EXTRA_CANDIDATES
-        for pos, i in enumerate(best):
-            if len(recs) == req.top_k or (verifying and tried == req.top_k + verify.MAX_EXTRA_CANDIDATES):
-                break
-            tried += 1
-            dep = deps.get(int(i)) or self.deployment(s, int(i))
+        # (scored candidates, index, position in ``best`` or -1): the analytic ranking's, then the others
+        queue: list[tuple[Scored, int, int]] = [(s, int(i), pos) for pos, i in enumerate(best)]
+        seen_units = {(int(s.layout[i]), float(s.seqs[i]), float(s.tokens[i])) for i in best}
+        widened = False
+
+        def predict(dep: Deployment, launch: Launch | None = None,
+                    terms: Analysed | None = None) -> tuple[Recommendation, list[str]]:
+            rec = self._recommendation(req, ap, dep, len(recs) + 1,
+                                       launch if launch is not None else self._launch(req, dep, no_checkpoint),
+                                       terms, sims)
+            return rec, verify.tail_violations(rec, ap.sla, ap.percentile) if not rec.launch.error else ["launch"]
+
+        while len(recs) < req.top_k and tried < limit:
+            if not queue:
+                if widened:
+                    break
+                widened = True
+                most = self.search(req, ap, "most", memo)
+                wide = self.order(most, self.floor_feasible(most, ap, req.workload.output_tokens - 1), ap.objective,
+                                  offline)
+                # one per layout and setting not yet predicted (a unit: the engine settings change its capacity)
+                _, unit = np.unique(np.stack([most.layout.astype(np.float64), most.seqs, most.tokens], axis=1),
+                                    axis=0, return_inverse=True)
+                queue = [(most, int(i), -1) for i in search.first_per_group(wide, unit.ravel().astype(np.int64))
+                         if (int(most.layout[i]), float(most.seqs[i]), float(most.tokens[i])) not in seen_units]
+                continue
+            sc, i, pos = queue.pop(0)
+            known = deps.get(i) if pos >= 0 else None
+            dep = known if known is not None else self.deployment(sc, i)
             launch = self._launch(req, dep, no_checkpoint)
             if launch.error:
-                skipped.setdefault(f"{s.layouts[int(s.layout[i])][0]} {s.layouts[int(s.layout[i])][3]}",
-                                   launch.error)
+                skipped.setdefault(f"{dep.engine} {dep.weight_dtype}", launch.error)
                 continue                        # not predicted (nor simulated): it would not be shown
-            if int(i) not in analysed:
-                ahead = [int(c) for c in best[pos:pos + batch]]
-                deps.update({c: dep if c == int(i) else self.deployment(s, c) for c in ahead})
-                terms = adv.analyse(model, req.workload, [deps[c] for c in ahead])
-                analysed.update((c, (terms, k)) for k, c in enumerate(ahead))
-            terms, k = analysed[int(i)]
-            rec = self._recommendation(req, ap, dep, len(recs) + 1, launch, terms.row(k), sims)
+            tried += 1
+            row = None
+            if pos >= 0:
+                if i not in analysed:
+                    ahead = [int(c) for c in best[pos:pos + limit]]
+                    deps.update({c: dep if c == i else self.deployment(s, c) for c in ahead})
+                    terms = adv.analyse(model, req.workload, [deps[c] for c in ahead])
+                    analysed.update((c, (terms, k)) for k, c in enumerate(ahead))
+                terms, k = analysed[i]
+                row = terms.row(k)
+            rec, over = predict(dep, launch, row)
             if rec.launch.error:
                 skipped.setdefault(f"{rec.deployment.engine} {rec.deployment.weight_dtype}", rec.launch.error)
                 continue
-            over = verify.tail_violations(rec, ap.sla, ap.percentile) if verifying else []
+            for name in verify.broken(rec, ap.sla, ap.percentile):
+                dropped_by[name] = dropped_by.get(name, 0) + 1
+            # more replicas while it misses (every latency falls with them), fewer while it meets the bounds;
+            # then the replica counts of the grid between the most that missed and the fewest that met, halved
+            # (at most BISECT_TRIES predictions): the fewest that meet the bounds
+            first_over, first_reps = over, dep.replicas
+            by_reps = {dep.replicas: rec}
+            missed = dep.replicas if over else 0
+            met = 0 if over else dep.replicas
+            step = (self.more_replicas(dep, ap, req.workload, verify.miss(rec, ap.sla, ap.percentile)) if over
+                    else self.fewer_replicas(dep, verify.use(rec, ap.sla, ap.percentile)))
+            for other in step:
+                if tried >= limit:
+                    break
+                tried += 1
+                again, over_again = predict(other)
+                by_reps[other.replicas] = again
+                if over_again:
+                    missed = max(missed, other.replicas)
+                    if not over:
+                        break
+                else:
+                    met = other.replicas if not met else min(met, other.replicas)
+                    if over:
+                        break
+            for _ in range(BISECT_TRIES):
+                between = [r for r in REPLICA_GRID if missed < r < met]
+                if not met or not between or tried >= limit:
+                    break
+                mid = dep.model_copy(update={"replicas": between[len(between) // 2],
+                                             "gpu_count": between[len(between) // 2] * dep.tp * dep.pp})
+                tried += 1
+                again, over_again = predict(mid)
+                by_reps[mid.replicas] = again
+                if over_again:
+                    missed = mid.replicas
+                else:
+                    met = mid.replicas
+            if met:
+                rec, over = by_reps[met], []
+                if first_over:
+                    dropped.append(f"dropped after simulation: {first_reps} x TP{dep.tp} {dep.gpu} "
+                                   f"{dep.weight_dtype}/{dep.kv_dtype} on {dep.engine}: {'; '.join(first_over)} "
+                                   f"({met} replicas meet the bounds: recommended instead)")
             if over:
                 d = rec.deployment
                 dropped.append(f"dropped after simulation: {d.replicas} x TP{d.tp} {d.gpu} {d.weight_dtype}/"
                                f"{d.kv_dtype} on {d.engine}: {'; '.join(over)}")
                 continue
             recs.append(rec)
-            chosen.append(int(i))
+            chosen.append(i if pos >= 0 else -1)
         moved = False
-        if verifying and recs:
+        if recs:
             recs, order = verify.rerank(recs, ap.objective, offline, ap.percentile, lambda r, k: self._why(
                 ap, r.deployment, r.predicted, r.cost, r.binding_constraint, r.headroom, k, req))
             moved = order != sorted(order)
             chosen = [chosen[j] for j in order]
-        if verifying and dropped and len(recs) < req.top_k:
-            dropped.append(f"verification stopped after {tried} candidates (at most top_k + "
-                           f"{verify.MAX_EXTRA_CANDIDATES} are simulated)" if tried == req.top_k
-                           + verify.MAX_EXTRA_CANDIDATES else "no further candidate in the ranking")
+        if dropped and len(recs) < req.top_k:
+            dropped.append(f"verification stopped after {tried} predictions (at most top_k + "
+                           f"{verify.MAX_EXTRA_CANDIDATES})" if tried >= limit else "no further candidate")
         top = np.asarray(chosen, dtype=np.int64)
         pareto = self._pareto(s, best, top)
         explanation = None
@@ -811,7 +963,9 @@ class Recommender:
                 explanation.summary = (f"{len(feasible) if stats_of.feasible_total < 0 else stats_of.feasible_total}"
                                        " candidates meet every constraint in the analytic model, but none can be "
                                        "offered: " + "; ".join(why[:3]))
-                explanation.main_obstacle = "launch" if skipped and not dropped else "simulated tail"
+                explanation.main_obstacle = ("launch" if skipped and not dropped else
+                                             max(dropped_by, key=lambda k: dropped_by[k]) if dropped_by else
+                                             "simulated tail")
         job = batch_jobs.job(req.workload, ap.sla)
         if job is not None:
             for r in recs:
@@ -830,6 +984,7 @@ class Recommender:
             recommendations=recs, pareto=pareto, search=stats,
             applied={"sla": ap.sla.model_dump(), "constraints": ap.constraints.model_dump(),
                      "objective": ap.objective, "scenario": req.scenario},
+            ranked_by=ranked_by(ap.objective, offline, req.scenario),
             percentile_method=(
                 verify.method(ap.percentile, len(recs), req.simulation_options.requests or 0, req.simulation.seed,
                               sum(d.startswith("dropped") for d in dropped), moved)
@@ -839,6 +994,40 @@ class Recommender:
                 "part of the mean TTFT, TPOT uses the mean (each request's TPOT averages many steps)"),
             explanation=explanation, calibration_version=adv.cal.version, batch_job=job,
             notes=[*(f"passed over {k}: {v}" for k, v in skipped.items()), *dropped])
+
+    @staticmethod
+    def fewer_replicas(dep: Deployment, use: float | None) -> list[Deployment]:
+        """``dep`` at fewer replicas when its prediction leaves room (``FEWER_REPLICAS_TRIED``): the fewest of the
+        grid that keep at least the share of its replicas its latencies use of their bounds (``use``: were
+        latency to grow as the load per replica, they would still meet them). None without a latency bound:
+        the search's replica count then only answers capacity."""
+        if use is None:
+            return []
+        per = dep.tp * dep.pp
+        fewer = [r for r in REPLICA_GRID if dep.replicas * use <= r < dep.replicas][:FEWER_REPLICAS_TRIED]
+        return [dep.model_copy(update={"replicas": r, "gpu_count": r * per}) for r in fewer]
+
+    def more_replicas(self, dep: Deployment, ap: Applied, wl: Workload, miss: float = 1.0) -> list[Deployment]:
+        """``dep`` at a few more replica counts of the grid (``MORE_REPLICAS_TRIED``) within max_gpus, the budget
+        and (closed loops) one client per replica at least: the first at least ``miss`` (how many times its
+        bounds its prediction exceeds) times its replicas, each next at least twice the last; the most allowed
+        last, if none reaches so far."""
+        per = dep.tp * dep.pp
+        price = self.advisor.gpus[dep.gpu].price_usd_per_gpu_hour
+        budget = ap.constraints.max_usd_per_hour
+        allowed = [r for r in REPLICA_GRID if dep.replicas < r and r * per <= int(ap.constraints.max_gpus
+                                                                                   or DEFAULT_MAX_GPUS)
+                   and (wl.concurrency is None or r <= wl.concurrency)
+                   and (budget is None or (price is not None and price * per * r <= budget))]
+        out: list[int] = []
+        want = dep.replicas * max(miss, 1.0)
+        for r in allowed:
+            if r >= want and len(out) < MORE_REPLICAS_TRIED:
+                out.append(r)
+                want = 2.0 * r
+        if allowed and (not out or (out[-1] != allowed[-1] and len(out) < MORE_REPLICAS_TRIED)):
+            out.append(allowed[-1])
+        return [dep.model_copy(update={"replicas": r, "gpu_count": r * per}) for r in out]
 
     def deployment(self, s: Scored, i: int) -> Deployment:
         e, v, g, w, k, tp, pp = s.layouts[int(s.layout[i])]
@@ -857,12 +1046,9 @@ class Recommender:
         """Deployment ``dep`` as predicted by ``Advisor.predict`` (``launch``: its launch, already rendered;
         ``analysed``: its analytic terms, already computed; ``sims``: the request's simulations so far)."""
         adv = self.advisor
-        # the simulation verifies tails: with an SLA on means the percentile fields stay analytic (faster)
-        opts = req.simulation_options
-        sim = opts if ap.percentile != "mean" else opts.model_copy(update={"enabled": False})
         pred = adv.predict(PredictionRequest(model=req.model, model_spec=req.model_spec, deployment=dep,
-                                             workload=req.workload, simulation=sim), launch=launch,
-                           analysed=analysed, sims=sims)
+                                             workload=req.workload, simulation=req.simulation_options),
+                           launch=launch, analysed=analysed, sims=sims)
         assert pred.predicted is not None
         p = pred.predicted
         values = verify.sla_values(p, ap.percentile)
@@ -910,7 +1096,8 @@ class Recommender:
             f"TP{dep.tp} " if dep.tp > 1 else "") + f"{dep.gpu} {dep.weight_dtype} on {dep.engine}"
         money = (f"${cost.usd_per_hour:.2f}/h, ${cost.usd_per_million_output_tokens:.3f} per million output tokens"
                  if cost.usd_per_hour and cost.usd_per_million_output_tokens else "no public price")
-        goal = {"min_cost": "cheapest", "max_throughput": "highest-throughput", "min_latency": "fastest",
+        goal = {"min_cost": "cheapest", "min_cost_per_token": "cheapest per output token",
+                "max_throughput": "highest-throughput", "min_latency": "fastest",
                 "balanced": "best cost-latency balance"}[ap.objective]
         lead = f"{'The ' + goal if rank == 1 else 'Rank ' + str(rank) + ' by ' + ap.objective}: {layout} ({money})"
         if binding:
@@ -945,11 +1132,12 @@ class Recommender:
         main = max(counts, key=lambda k: counts[k]) if counts else "none"
         relax: list[Relaxation] = []
         closest: list[Closest] = []
+        sims: SimMemo = {}
         if s.scored:
-            closest = self._closest(s, ap, viol)
-            relax += self._relax_bounds(s, ap, viol)
-            relax += self._relax_load(req, ap, memo)
-        relax += self._relax_constraints(req, ap, memo)
+            closest = self._closest(req, s, ap, viol, sims)
+            relax += self._relax_bounds(req, s, ap, viol, sims)
+            relax += self._relax_load(req, ap, [c.deployment for c in closest], sims)
+        relax += self._relax_constraints(req, ap, memo, sims)
         if not s.generated:
             summary = ("no allowed deployment: no GPU in the list runs an allowed engine with an allowed dtype "
                        f"(max quality loss {ap.max_quality})")
@@ -964,7 +1152,33 @@ class Recommender:
         return Explanation(summary=summary, ruled_out_by=counts, main_obstacle=main, closest=closest,
                            relaxations=relax)
 
-    def _closest(self, s: Scored, ap: Applied, viol: dict[str, NDArray[np.bool_]]) -> list[Closest]:
+    def _predict(self, req: RecommendationRequest, ap: Applied, dep: Deployment,
+                 sims: SimMemo) -> tuple[Recommendation, list[str]]:
+        """``dep`` under ``req``'s workload as POST /v1/predictions predicts it, and the bounds of ``ap`` (SLA and
+        budget) its prediction breaks."""
+        rec = self._recommendation(req, ap, dep, 1, self._launch(req, dep, {}), None, sims)
+        over = verify.tail_violations(rec, ap.sla, ap.percentile)
+        budget = ap.constraints.max_usd_per_hour
+        if budget is not None and not (rec.cost.usd_per_hour is not None and rec.cost.usd_per_hour <= budget):
+            over.append(f"USD {rec.cost.usd_per_hour} per hour > {budget:g}")
+        return rec, over
+
+    def _first_predicted(self, req: RecommendationRequest, ap: Applied, s: Scored, order: NDArray[np.int64],
+                         sims: SimMemo) -> Recommendation | None:
+        """The first of candidates ``order`` (one per layout, at most ``RELAX_PREDICTED``) whose prediction meets
+        every bound of ``ap``."""
+        for j in search.first_per_group(order, s.layout)[:RELAX_PREDICTED]:
+            dep = self.deployment(s, int(j))
+            for d in [dep, *self.more_replicas(dep, ap, req.workload)[:1]]:
+                rec, over = self._predict(req, ap, d, sims)
+                if not over:
+                    return rec
+        return None
+
+    def _closest(self, req: RecommendationRequest, s: Scored, ap: Applied, viol: dict[str, NDArray[np.bool_]],
+                 sims: SimMemo) -> list[Closest]:
+        """The deployments nearest to every bound by the search's lower bounds, each with its prediction's
+        figures (what POST /v1/predictions returns for it) and the bounds those break."""
         limits = {n: getattr(ap.sla, n) for n in SLA_METRICS if getattr(ap.sla, n) is not None}
         worst = np.zeros(len(s.fits))
         # a bound near zero (a request may ask 1e-300 ms) puts a candidate infinitely far from it: inf, as meant
@@ -982,31 +1196,34 @@ class Recommender:
         for i in order[:CLOSEST_SHOWN]:
             if not np.isfinite(worst[i]):
                 break
+            rec, _ = self._predict(req, ap, self.deployment(s, int(i)), sims)
+            p = rec.predicted
+            values = verify.sla_values(p, ap.percentile)
             vs = []
             for n, lim in limits.items():
-                val = float(getattr(s, n)[i])
+                val = float(values[n])
                 if val > lim:
                     vs.append(Violation(constraint=n, limit=lim, predicted=round(val, 2),
                                         over_by_pct=round((val / lim - 1) * 100, 1)))
-            if ap.sla.min_output_tok_s and s.out_tok_s[i] < ap.sla.min_output_tok_s:
+            if ap.sla.min_output_tok_s and p.output_tok_s < ap.sla.min_output_tok_s:
                 vs.append(Violation(constraint="min_output_tok_s", limit=ap.sla.min_output_tok_s,
-                                    predicted=round(float(s.out_tok_s[i]), 1),
-                                    over_by_pct=round((ap.sla.min_output_tok_s / s.out_tok_s[i] - 1) * 100, 1)))
-            if viol.get("max_usd_per_hour") is not None and viol["max_usd_per_hour"][i]:
-                usd = None if math.isnan(s.usd_h[i]) else round(float(s.usd_h[i]), 4)
-                vs.append(Violation(constraint="max_usd_per_hour", limit=ap.constraints.max_usd_per_hour,
-                                    predicted=usd, over_by_pct=None if usd is None else
-                                    round((usd / float(ap.constraints.max_usd_per_hour or usd) - 1) * 100, 1)))
-            out.append(Closest(deployment=self.deployment(s, int(i)), violations=vs,
-                               predicted={"ttft_ms": round(float(s.ttft_ms[i]), 2),
-                                          "tpot_ms": round(float(s.tpot_ms[i]), 3),
-                                          "output_tok_s": round(float(s.out_tok_s[i]), 1),
-                                          "usd_per_hour": None if math.isnan(s.usd_h[i]) else
-                                          round(float(s.usd_h[i]), 4)}))
+                                    predicted=round(p.output_tok_s, 1),
+                                    over_by_pct=round((ap.sla.min_output_tok_s / max(p.output_tok_s, 1e-9) - 1)
+                                                      * 100, 1)))
+            usd = rec.cost.usd_per_hour
+            budget = ap.constraints.max_usd_per_hour
+            if budget is not None and not (usd is not None and usd <= budget):
+                vs.append(Violation(constraint="max_usd_per_hour", limit=budget, predicted=usd,
+                                    over_by_pct=None if usd is None else round((usd / budget - 1) * 100, 1)))
+            out.append(Closest(deployment=rec.deployment, violations=vs,
+                               predicted={"ttft_ms": values["ttft_ms"], "tpot_ms": values["tpot_ms"],
+                                          "output_tok_s": p.output_tok_s, "usd_per_hour": usd}))
         return out
 
-    def _relax_bounds(self, s: Scored, ap: Applied, viol: dict[str, NDArray[np.bool_]]) -> list[Relaxation]:
-        """For each violated bound: the best value any candidate reaches while meeting every other one."""
+    def _relax_bounds(self, req: RecommendationRequest, s: Scored, ap: Applied, viol: dict[str, NDArray[np.bool_]],
+                      sims: SimMemo) -> list[Relaxation]:
+        """For each violated bound: the best value a deployment's prediction reaches while meeting every other
+        bound (of the few best by the search's lower bounds, one per layout: ``RELAX_PREDICTED``)."""
         out = []
         for name in [*SLA_METRICS, "min_output_tok_s", "max_usd_per_hour"]:
             if name not in viol or not viol[name].any():
@@ -1015,24 +1232,45 @@ class Recommender:
             if not len(ok):
                 continue
             if name == "min_output_tok_s":
-                j = ok[np.argmax(s.out_tok_s[ok])]
-                val = float(s.out_tok_s[j])
-                detail = f"at most {val:.0f} output tok/s is reachable within the other bounds"
+                order = ok[np.argsort(-s.out_tok_s[ok], kind="stable")]
             else:
                 metric = s.usd_h if name == "max_usd_per_hour" else getattr(s, name)
-                vals = np.nan_to_num(metric[ok], nan=np.inf)
-                j = ok[np.argmin(vals)]
-                val = float(metric[j])
-                if not np.isfinite(val):
+                order = ok[np.argsort(np.nan_to_num(metric[ok], nan=np.inf), kind="stable")]
+            relaxed = ap.sla.model_copy(update={name: None}) if name in Sla.model_fields else ap.sla
+            cons = (ap.constraints.model_copy(update={"max_usd_per_hour": None}) if name == "max_usd_per_hour"
+                    else ap.constraints)
+            ap_other = Applied(sla=relaxed, constraints=cons, objective=ap.objective, percentile=ap.percentile,
+                               max_quality=ap.max_quality)
+            best: tuple[float, Recommendation] | None = None
+            for j in search.first_per_group(order.astype(np.int64), s.layout)[:RELAX_PREDICTED]:
+                rec, over = self._predict(req, ap_other, self.deployment(s, int(j)), sims)
+                if over:
                     continue
-                detail = f"the smallest {name} that an allowed deployment meets with every other bound"
-            d = self.deployment(s, int(j))
-            out.append(Relaxation(kind=name, value=round(val, 2),
+                if name == "min_output_tok_s":
+                    val = -rec.predicted.output_tok_s
+                elif name == "max_usd_per_hour":
+                    val = rec.cost.usd_per_hour if rec.cost.usd_per_hour is not None else math.inf
+                else:
+                    val = verify.sla_values(rec.predicted, ap.percentile)[name]
+                if best is None or val < best[0]:
+                    best = (val, rec)
+            if best is None or not math.isfinite(best[0]):
+                continue
+            val, rec = abs(best[0]), best[1]
+            d = rec.deployment
+            detail = (f"at most {val:.0f} output tok/s is reachable within the other bounds"
+                      if name == "min_output_tok_s" else
+                      f"the smallest {name} that an allowed deployment's prediction meets with every other bound")
+            # at the precision of the prediction's own field (TPOT in thousandths of a millisecond)
+            out.append(Relaxation(kind=name, value=round(val, 3 if name == "tpot_ms" else 2), deployment=d,
                                   detail=f"{detail}: {d.replicas} x TP{d.tp} {d.gpu} {d.weight_dtype} {d.engine}"))
         return out
 
-    def _relax_load(self, req: RecommendationRequest, ap: Applied, memo: SearchMemo | None = None) -> list[Relaxation]:
-        """The largest share of the requested load that some allowed deployment serves within every bound."""
+    def _relax_load(self, req: RecommendationRequest, ap: Applied, near: list[Deployment],
+                    sims: SimMemo) -> list[Relaxation]:
+        """The largest share of the requested load that one of the deployments ``near`` (those closest to the
+        bounds) serves within every bound by its prediction: a binary search over a geometric grid of loads
+        (feasibility only improves as the load falls), each step one prediction."""
         wl = req.workload
         if wl.mode == "offline":
             return []
@@ -1045,28 +1283,26 @@ class Recommender:
         def at(value: float) -> RecommendationRequest:
             return req.model_copy(update={"workload": wl.model_copy(update={field: value})})
 
-        # feasibility only improves as the load falls (the model is monotone in load): binary search for
-        # the largest value on the grid that works, each value decided by one probe per unit (search scope
-        # "most"); then the best deployment at that value, by a full search
-        lo, hi, found = 0, len(values), None        # values[:lo] fail; the answer is in values[lo:hi]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if len(self.feasible(self.search(at(values[mid]), ap, "most", memo), ap)):
-                hi, found = mid, values[mid]
-            else:
-                lo = mid + 1
+        found: tuple[int, Deployment] | None = None          # (index in values, deployment)
+        for dep in near[:RELAX_LOAD_DEPLOYMENTS]:
+            lo, hi = 0, len(values) if found is None else found[0]   # values[:lo] fail; the answer in values[lo:hi]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self._predict(at(values[mid]), ap, dep, sims)[1]:
+                    lo = mid + 1
+                else:
+                    hi, found = mid, (mid, dep)
         if found is None:
-            return [Relaxation(kind=field, value=None, detail=f"even the smallest {field} tried misses the bounds")]
-        value = found
-        s = self.search(at(value), ap, memo=memo)
-        d = self.deployment(s, int(self.order(s, self.feasible(s, ap), ap.objective, False)[0]))
-        return [Relaxation(kind=field, value=int(value) if field == "concurrency" else round(value, 4),
+            return [Relaxation(kind=field, value=None, detail=f"even the smallest {field} tried misses the bounds "
+                               "in the predictions of the deployments closest to them")]
+        value, d = values[found[0]], found[1]
+        return [Relaxation(kind=field, value=int(value) if field == "concurrency" else round(value, 4), deployment=d,
                            detail=f"the largest {field} on a geometric grid below {full:g} that an allowed "
-                           f"deployment serves within the bounds: {d.replicas} x TP{d.tp} {d.gpu} "
+                           f"deployment's prediction serves within the bounds: {d.replicas} x TP{d.tp} {d.gpu} "
                            f"{d.weight_dtype} {d.engine}")]
 
-    def _relax_constraints(self, req: RecommendationRequest, ap: Applied,
-                           memo: SearchMemo | None = None) -> list[Relaxation]:
+    def _relax_constraints(self, req: RecommendationRequest, ap: Applied, memo: SearchMemo | None,
+                           sims: SimMemo) -> list[Relaxation]:
         """What more quantisation, more GPUs or other GPUs would buy (each relaxed alone)."""
         out = []
         cons = ap.constraints
@@ -1088,13 +1324,17 @@ class Recommender:
             if not len(ok):
                 out.append(Relaxation(kind=kind, value=None, detail=f"{what}: still nothing meets the bounds"))
                 continue
-            best = int(self.order(s, ok, "min_cost", req.workload.mode == "offline")[0])
-            d = self.deployment(s, best)
+            rec = self._first_predicted(req, ap2, s, self.order(s, ok, "min_cost", req.workload.mode == "offline"),
+                                        sims)
+            if rec is None:
+                out.append(Relaxation(kind=kind, value=None, detail=f"{what}: the {RELAX_PREDICTED} best deployments "
+                                      "by the analytic estimates all miss the bounds in their predictions"))
+                continue
+            d, usd = rec.deployment, rec.cost.usd_per_hour
             value: Any = {"weight_dtypes": d.weight_dtype, "max_gpus": d.gpu_count, "gpus": d.gpu,
-                          "max_usd_per_hour": None if math.isnan(s.usd_h[best]) else round(float(s.usd_h[best]), 2)
-                          }[kind]
-            price = "" if math.isnan(s.usd_h[best]) else f" at ${s.usd_h[best]:.2f}/h"
-            out.append(Relaxation(kind=kind, value=value,
+                          "max_usd_per_hour": None if usd is None else round(usd, 2)}[kind]
+            price = "" if usd is None else f" at ${usd:.2f}/h"
+            out.append(Relaxation(kind=kind, value=value, deployment=d,
                                   detail=f"{what}: the cheapest that works is {d.replicas} x TP{d.tp} {d.gpu} "
                                   f"{d.weight_dtype}/{d.kv_dtype} on {d.engine}{price}"))
         return out

@@ -28,6 +28,9 @@ MS_PER_S = 1e3
 # the measured ones, so the work grows with the clients (~5 us a request; 10,000 clients ~0.1 s). Beyond it
 # the percentiles stay analytic.
 MAX_SIM_CLIENTS_PER_REPLICA = 10_000
+# Requests of a benchmark run (workload.num_requests with concurrency) simulated per replica at most (~5 us
+# each); a longer run is simulated as its first this many requests (its first wave weighs more in them).
+MAX_BENCHMARK_REQUESTS = 20_000
 VLLM_SCHEDULER = ("vLLM V1: decode-first, chunked prefill within max_num_batched_tokens, KV allocated as "
                   "tokens are computed, the newest request preempted and recomputed when the cache runs out")
 TRTLLM_SCHEDULER = ("TensorRT-LLM in-flight batching: decode-first, GUARANTEED_NO_EVICT (a request is admitted "
@@ -42,6 +45,7 @@ class Simulation:
     scheduler: str
     mode: str                   # the workload's mode
     fixed_lengths: bool         # no length distribution given
+    benchmark_run: bool = False  # a closed loop started all at once, its first wave measured
 
 
 def lengths(mean_tok: int, dist: LengthDistribution | None) -> Lengths:
@@ -91,6 +95,11 @@ def simulate_deployment(static: Static, params: Params, dep: Deployment, wl: Wor
         value = float(math.ceil(clients / n_rep))
         share = (f"{clients} clients / {n_rep} replicas: {value:.0f} clients (the busiest replica)" if n_rep > 1
                  else f"{clients} clients")
+        if wl.benchmark_run:
+            # the run as its benchmark client sends it: its requests (the busiest replica's share), all clients
+            # starting together, the first wave measured
+            requests = min(math.ceil((wl.num_requests or 1) / n_rep), MAX_BENCHMARK_REQUESTS)
+            share += f", a benchmark run of {requests} requests"
     elif wl.mode == "request_rate":
         value = float(wl.request_rate or 0.0) / n_rep
         share = f"{value:.4g} req/s Poisson" + (f" ({wl.request_rate} req/s split over {n_rep} replicas)"
@@ -101,7 +110,8 @@ def simulate_deployment(static: Static, params: Params, dep: Deployment, wl: Wor
             requests = min(math.ceil(wl.num_requests / n_rep), requests)
         share = f"{requests} requests at once"
     load = Load(MODES[wl.mode], value, lengths(wl.input_tokens, wl.input_distribution),
-                lengths(wl.output_tokens, wl.output_distribution), requests=requests, seed=opts.seed)
+                lengths(wl.output_tokens, wl.output_distribution), requests=requests, seed=opts.seed,
+                burst_start=wl.benchmark_run)
     scheduler = VLLM_SCHEDULER if vllm else TRTLLM_SCHEDULER.format(
         chunking="prompts chunked" if chunked else "whole prompts only (enable_chunked_prefill: false)")
 
@@ -116,7 +126,7 @@ def simulate_deployment(static: Static, params: Params, dep: Deployment, wl: Wor
             memo[key] = run()
         result = memo[key]
     return Simulation(result, share, scheduler, wl.mode,
-                      wl.input_distribution is None and wl.output_distribution is None)
+                      wl.input_distribution is None and wl.output_distribution is None, wl.benchmark_run)
 
 
 def _ms(stat: Stat, digits: int) -> LatencyStats | None:
@@ -140,15 +150,15 @@ def simulated(sim: Simulation) -> Simulated:
 def percentile_method(sim: Simulation) -> str:
     r = sim.result
     origin = {"offline": "latencies counted from admission (the job's own queue is simulation.queue_ms)",
-              "concurrency": f"steady state (clients start spread over a request cycle; {r.warmup} warm-up "
-              "requests dropped)",
+              "concurrency": "a benchmark run (every client sends its first request at once; the first wave is "
+              "measured)" if sim.benchmark_run else f"steady state (clients start spread over a request cycle; "
+              f"{r.warmup} warm-up requests dropped)",
               "request_rate": f"steady state ({r.warmup} warm-up requests dropped)"}[sim.mode]
     return (f"simulated: {r.requests} requests (seed {r.seed}) through a discrete-event simulation of one "
             f"replica's scheduler at {sim.load_per_replica}, {origin}; every step timed by the calibrated step "
-            "model. TTFT, TPOT and E2E percentiles come from it (its means, ITL and queueing are in "
-            "simulation); ttft_ms, tpot_ms, e2e_ms and the throughput are the analytic steady-state model's, "
-            "fitted to benchmark runs (in closed loops their mean TTFT includes the first wave of clients "
-            "arriving together, which the simulation's steady state leaves out)"
+            "model. Every latency mean and percentile (TTFT, TPOT, E2E) and the throughput come from it (ITL "
+            "and queueing are in simulation); memory, capacity, prefill_ms and compute_bound_share are the "
+            "analytic model's"
             + ("; lengths fixed as given: clients whose requests end in the same step send their next ones "
                "together and can stay in step for the whole run (as in a fixed-length benchmark), which a "
                "few percent of spread in the lengths breaks up: give input_distribution/output_distribution "

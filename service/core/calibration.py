@@ -35,6 +35,7 @@ from scipy.sparse import coo_matrix
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
 from service.core.costmodel import (
+    ASSUMED_REQUESTS_PER_CLIENT,
     MODES,
     PARAM_NAMES,
     Candidates,
@@ -107,7 +108,7 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
     vendor = {g.id: g.vendor for g in catalog.gpus}
     cols: dict[str, list[Any]] = {k: [] for k in (
         "model", "gpu", "wdtype", "kvdtype", "budget", "tp", "pp", "ep", "replicas", "max_num_seqs", "max_batched_tok",
-        "mem_fraction", "input_tok", "output_tok", "mode", "load", "context_tok")}
+        "mem_fraction", "input_tok", "output_tok", "mode", "load", "context_tok", "first_wave_share")}
     y: list[tuple[float, float, float]] = []
     total: list[bool] = []
     current: list[bool] = []
@@ -191,6 +192,9 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
         cols["mode"].append(MODES[mode])
         cols["load"].append(0.0 if math.isnan(load) else load)
         cols["context_tok"].append(i_tok + o_tok)
+        # each row as its harness ran it: a closed-loop benchmark includes its first wave (an offline job's is
+        # set by its batch: costmodel.static_terms), a Poisson stream has none
+        cols["first_wave_share"].append(1.0 / ASSUMED_REQUESTS_PER_CLIENT if mode == "concurrency" else 0.0)
         y.append((thr, ttft, tpot))
         total.append(is_total)
         current.append(is_current(engine, version, constants))

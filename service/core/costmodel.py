@@ -27,7 +27,10 @@ The physics (each term is a roofline over the catalog's datasheet figures, scale
   ``TPOT = t_decode(B) + B x (I/O) x c_prefill``. Closed loops solve Little's law for ``B``; open loops
   (request rate) add M/D/1 queueing to TTFT; when the load exceeds what ``max_num_seqs`` or the KV cache
   holds, requests queue and TTFT absorbs the wait. The first wave of a closed loop (all clients at once)
-  is the fitted ``wave`` share of that wave's prefill queue.
+  is the fitted ``wave`` share of that wave's prefill queue, weighted by the workload's
+  ``first_wave_share`` (clients / requests of a benchmark run; 0 in a steady state). A decoding request's
+  steps carry the prompts of the other requests only: ``TPOT = t_decode(B) + B x (I/O) x c_prefill x (C-1)/C``
+  in a closed loop of C clients.
 
 ``step_model`` gathers the step-time terms of each candidate (``StepModel``: a decode step at any batch and
 context, the added time of prompt tokens carried by a step, a prefill on its own); the serving solvers here
@@ -93,6 +96,10 @@ _MIN_DECODE_STEPS = 0.5
 # it the steady state does not exist and the closed loop's own limit, Little's law, takes over).
 _MIN_CHUNK_TOK = 512.0
 _MAX_PREFILL_UTILISATION = 0.95
+# Requests a closed-loop benchmark run (or an offline job) sends per client (per sequence admitted) when its
+# source does not say: InferenceX's runs use num_prompts = 10 x concurrency (the assumption for every stored
+# run: none states its count). The first wave (every client at once) is then a tenth of the measured requests.
+ASSUMED_REQUESTS_PER_CLIENT = 10.0
 # No bound on the requests ahead (open loops); finite so that a zero utilisation times it stays zero.
 _NO_LIMIT = 1e30
 
@@ -231,6 +238,9 @@ class Candidates:
     mode: I_
     load: F                     # concurrency (clients, whole deployment), request rate (req/s), or batch size
     context_tok: F              # longest sequence the deployment must hold (max_model_len)
+    # closed loop: share of the measured requests sent in the first wave (every client at once): clients /
+    # requests of a benchmark run, 0 in a steady state (the default of a prediction)
+    first_wave_share: F
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -336,6 +346,7 @@ class Static:
     dec_fixed_flops_tok: F       # decoded token: linear layers + LM head (attention excluded)
     max_num_seqs: F
     context_tok: F               # longest sequence the deployment holds (max_model_len)
+    first_wave_share: F          # Candidates.first_wave_share
 
     def kv_seq_bytes(self, ctx_tok: F) -> F:
         """KV bytes per GPU of one sequence holding ``ctx_tok`` tokens."""
@@ -438,6 +449,12 @@ def static_terms(t: Tables, c: Candidates) -> Static:
     seq_mean = kv_seq_bytes(ctx_mean)
     cap = capacity(t, c, weights, overhead, runnable, seq_full, seq_mean)
     activations, kv_pool, fits, max_conc, cap_mean = cap.activations, cap.kv_pool, cap.fits, cap.max_conc, cap.cap_mean
+    # an offline job's first wave is the batch each replica admits at once, of the job's requests (its load; a
+    # job that does not say: ASSUMED_REQUESTS_PER_CLIENT per sequence admitted, as a closed-loop run)
+    first_wave = np.where(c.mode == MODE_OFFLINE,
+                          np.where(c.load > 0, np.minimum(cap_mean * np.maximum(c.replicas, 1.0)
+                                                          / np.maximum(c.load, 1.0), 1.0),
+                                   1.0 / ASSUMED_REQUESTS_PER_CLIENT), c.first_wave_share)
 
     heads_dims = t.heads[m] * t.attn_dims[m]
     attn_prefill = _attn_prefill(heads_dims, full_l, win_l, win, isl)
@@ -456,7 +473,7 @@ def static_terms(t: Tables, c: Candidates) -> Static:
         layers=t.layers[m], experts=t.num_experts[m], experts_per_token=t.experts_per_token[m],
         kv_tok_layer_bytes=kv_tok_layer, full_layers=full_l, window_layers=win_l, window_tok=win,
         heads_dims=heads_dims, dec_fixed_flops_tok=dec_fixed, max_num_seqs=c.max_num_seqs,
-        context_tok=np.maximum(c.context_tok, 1.0),
+        context_tok=np.maximum(c.context_tok, 1.0), first_wave_share=first_wave,
     )
 
 
@@ -647,7 +664,7 @@ class ServeInputs:
         for k, v in enumerate((s.isl, s.osl, s.pp, s.load / s.replicas, s.cap_mean, s.max_batched_tok,
                                sm.c_prefill_s, sm.prefill_alone_s, sm.dense_s, sm.expert_s, sm.log_miss, sm.seq_s,
                                sm.flop_s_seq, sm.comm_fixed_s, sm.comm_seq_s, sm.step_fixed_s, p.step_overhead_s,
-                               p.ttft_fixed_s, p.wave)):
+                               p.ttft_fixed_s, p.wave * s.first_wave_share)):
             rows[k] = v
         return cls(moe=np.array(np.broadcast_to(sm.moe, (n,)), dtype=np.bool_), rows=rows)
 
@@ -856,12 +873,13 @@ def _decode_step_f(batch: float, pp: float, dense_s: float, expert_s: float, log
 
 @njit(cache=True, error_model="numpy")
 def _ttft_f(b: float, step_s: float, arrivals: float, max_batched_tok: float, min_chunk: float, isl: float,
-            c_prefill: float, alone: float, fixed_alone: float, ahead: float, wave_q: float) -> float:
+            c_prefill: float, alone: float, fixed_alone: float, ahead: float, wave_q: float, others: float) -> float:
     """Mean TTFT with ``b`` sequences decoding in steps of ``step_s``: the front end and the prompt alone, what
     its chunks add inside decode steps, the wait in the prefill queue (M/D/1 at ``arrivals`` per second, at most
-    ``ahead`` prompts ahead) and half a step to the next one."""
+    ``ahead`` prompts ahead) and half a step to the next one. ``others``: the share of the decoding batch that
+    belongs to other requests (a closed loop of one client finds no decode running when it sends)."""
     chunk = max(max_batched_tok - b, min_chunk)
-    busy = min(b, 1.0)
+    busy = min(b, 1.0) * others
     extra = busy * max(isl * (step_s / chunk + c_prefill) - alone, 0.0)
     service = alone + extra
     rho = min(arrivals * service, _MAX_PREFILL_UTILISATION)
@@ -885,8 +903,8 @@ def _falsi_point_f(hi: float, lo: float, f_hi: float, f_lo: float) -> tuple[floa
 (_W_HI, _W_LO, _W_F_HI, _W_F_LO, _W_SIDE, _W_PP, _W_DENSE, _W_EXPERT, _W_LOG_MISS, _W_MOE, _W_SEQ, _W_FLOP_SEQ,
  _W_COMM_FIXED, _W_COMM_SEQ, _W_STEP_FIXED, _W_IO, _W_C_PREFILL, _W_DEC_STEPS, _W_MAX_TOK, _W_MIN_CHUNK, _W_ISL,
  _W_ALONE, _W_FIXED_ALONE, _W_AHEAD, _W_WAVE_Q, _W_TARGET, _W_EXPERT_TERM, _W_XB, _W_B1, _W_B, _W_F0,
- _W_OUT) = range(32)
-_W_ROWS = 32
+ _W_OUT, _W_OTHERS) = range(33)
+_W_ROWS = 33
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
@@ -926,13 +944,14 @@ def _root_block(w: F, closed: bool, any_moe: bool) -> None:
                                         w[_W_EXPERT_TERM * rb + k], w[_W_SEQ * rb + k], w[_W_FLOP_SEQ * rb + k],
                                         w[_W_COMM_FIXED * rb + k], w[_W_COMM_SEQ * rb + k], w[_W_STEP_FIXED * rb + k])
             c_pre = w[_W_C_PREFILL * rb + k]
-            tp_b = st_b + b1 * w[_W_IO * rb + k] * c_pre
+            others = w[_W_OTHERS * rb + k]
+            tp_b = st_b + b1 * others * w[_W_IO * rb + k] * c_pre
             x_b = xb / (w[_W_DEC_STEPS * rb + k] * tp_b)
             target = w[_W_TARGET * rb + k]
             # closed loop (computed for an open loop too, and not used)
             t_b = _ttft_f(xb, st_b, x_b, w[_W_MAX_TOK * rb + k], w[_W_MIN_CHUNK * rb + k], w[_W_ISL * rb + k], c_pre,
                           w[_W_ALONE * rb + k], w[_W_FIXED_ALONE * rb + k], w[_W_AHEAD * rb + k],
-                          w[_W_WAVE_Q * rb + k])
+                          w[_W_WAVE_Q * rb + k], others)
             fx = xb + x_b * t_b - target if closed else x_b - target
             if it == 0:
                 w[_W_F_HI * rb + k] = fx
@@ -993,6 +1012,7 @@ def _serve_into(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_re
     target = np.empty(n)
     ahead = np.empty(n)
     wave_q = np.empty(n)
+    others = np.ones(n)
     lo, hi, f_lo, f_hi, side = np.zeros(n), np.empty(n), np.empty(n), np.empty(n), np.zeros(n)
     closed = mode == MODE_CONCURRENCY
     for i in range(n):
@@ -1018,7 +1038,7 @@ def _serve_into(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_re
         if mode == MODE_OFFLINE:
             # no prefill queue (every prompt is admitted as a sequence finishes); the wave of the cap's prompts
             ttft = _ttft_f(cap, step, 0.0, max_batched_tok[i], min_chunk[i], isl[i], c_prefill[i], alone[i],
-                           fixed_alone[i], 0.0, wave[i] * (cap - 1.0) * isl[i] * c_prefill[i])
+                           fixed_alone[i], 0.0, wave[i] * (cap - 1.0) * isl[i] * c_prefill[i], 1.0)
             out_b[i], out_ttft[i], out_tpot[i] = cap, ttft, tpot
             out_x[i], out_share[i] = cap / (osl[i] * tpot), share
             continue
@@ -1026,6 +1046,9 @@ def _serve_into(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_re
             C = max(per_replica[i], 1.0)
             wave_q[i] = wave[i] * (min(C, cap) - 1.0) * isl[i] * c_prefill[i]
             ahead[i] = max(C - 1.0, 0.0)
+            # a decoding request's steps carry the prompts of the other C - 1 clients only (its own prompt was
+            # prefilled before it decoded): with one client, a step reads the weights and its own KV, no more
+            others[i] = ahead[i] / C
             target[i] = C
             hi[i] = min(C, cap)
         else:
@@ -1034,6 +1057,7 @@ def _serve_into(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_re
             target[i] = min(lam, x_cap * _SATURATION_SHARE)
             wave_q[i] = 0.0
             ahead[i] = _NO_LIMIT
+            others[i] = 1.0         # Poisson arrivals: every other prompt arrives whatever this one does
             hi[i] = cap
             out_over[i] = lam >= x_cap
         f_lo[i] = -target[i]
@@ -1075,6 +1099,7 @@ def _serve_into(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_re
             w[_W_AHEAD * _ROOT_BLOCK + k] = ahead[i]
             w[_W_WAVE_Q * _ROOT_BLOCK + k] = wave_q[i]
             w[_W_TARGET * _ROOT_BLOCK + k] = target[i]
+            w[_W_OTHERS * _ROOT_BLOCK + k] = others[i]
             w[_W_EXPERT_TERM * _ROOT_BLOCK + k] = 0.0
         any_moe = False
         for i in range(start, start + count):
@@ -1088,10 +1113,10 @@ def _serve_into(mode: int, moe: NDArray[np.bool_], isl: F, osl: F, pp: F, per_re
         b1 = max(b, 1.0)
         st_b, sh_b = _decode_step_f(b1, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
                                     flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
-        tp_b = st_b + b1 * io[i] * c_prefill[i]
+        tp_b = st_b + b1 * others[i] * io[i] * c_prefill[i]
         x_b = b / (dec_steps[i] * tp_b)
         t_b = _ttft_f(b, st_b, x_b if closed else target[i], max_batched_tok[i], min_chunk[i], isl[i], c_prefill[i],
-                      alone[i], fixed_alone[i], ahead[i], wave_q[i])
+                      alone[i], fixed_alone[i], ahead[i], wave_q[i], others[i])
         if closed:
             t_b = max(t_b, target[i] / x_b - dec_steps[i] * tp_b)
         out_b[i], out_ttft[i], out_tpot[i], out_share[i] = b, t_b, tp_b, sh_b

@@ -28,7 +28,10 @@ HISTOGRAM_MEAN_TOLERANCE = 0.05
 # benchmarks/sim_speed.py measured 310,401 simulated requests/s on 2 cores).
 MIN_SIM_REQUESTS = 100
 MAX_SIM_REQUESTS = 20_000
-DEFAULT_SIM_REQUESTS = 2000
+# Default: the p99 rests on the 10 slowest. A recommendation predicts each candidate it offers with the same
+# default (its figures are POST /v1/predictions'), several per request, within benchmarks/search_speed.py's
+# budget.
+DEFAULT_SIM_REQUESTS = 1000
 
 
 class LengthBin(_Body):
@@ -76,9 +79,12 @@ class Workload(_Body):
         default=None, ge=2, le=MAX_TOKENS_PER_REQUEST,
         description="longest prompt + output the deployment must accept (sets max_model_len); "
         "default input_tokens + output_tokens")
-    num_requests: int | None = Field(default=None, ge=1, le=MAX_JOB_REQUESTS,
-                                     description="requests in the job (a batch job: its wall time and cost, "
-                                     "and sla.deadline_hours, are computed from it)")
+    num_requests: int | None = Field(
+        default=None, ge=1, le=MAX_JOB_REQUESTS,
+        description="requests in the job: offline, the batch job (its wall time and cost, and sla.deadline_hours, "
+        "are computed from it); with concurrency, predict a benchmark run of this many requests whose clients all "
+        "send their first request at once (the first wave is measured, as benchmark clients report it); left out, "
+        "a concurrency workload is predicted in its steady state")
     prefix_cache_hit_rate: float = Field(default=0.0, ge=0.0, le=1.0,
                                          description="share of prompt tokens served from the prefix cache")
     input_distribution: LengthDistribution | None = Field(
@@ -111,6 +117,19 @@ class Workload(_Body):
         if self.request_rate is not None:
             return "request_rate"
         return "offline"
+
+    @property
+    def benchmark_run(self) -> bool:
+        """A closed loop predicted as a benchmark run of ``num_requests`` requests (else its steady state)."""
+        return self.concurrency is not None and self.num_requests is not None
+
+    @property
+    def first_wave_share(self) -> float:
+        """Share of the measured requests sent together at the start: clients / requests of a benchmark run, none
+        in a steady state (an offline job's is the batch its deployment admits at once: the cost model's)."""
+        if self.benchmark_run:
+            return min(float(self.concurrency or 0) / float(self.num_requests or 1), 1.0)
+        return 0.0
 
     @property
     def context_tokens(self) -> int:
@@ -216,8 +235,8 @@ class SimulationOptions(_Body):
                           "the queueing part of the mean TTFT), no simulation")
     requests: int | None = Field(default=None, ge=MIN_SIM_REQUESTS, le=MAX_SIM_REQUESTS,
                                  description=f"requests measured (after a warm-up; the p99 rests on the slowest 1%); "
-                                 f"default {DEFAULT_SIM_REQUESTS} for a prediction, 1000 per candidate verified by "
-                                 "a recommendation")
+                                 f"default {DEFAULT_SIM_REQUESTS}, for a prediction and for each candidate a "
+                                 "recommendation predicts")
     seed: int = Field(default=0, ge=0, le=2**32 - 1, description="random seed of arrivals and lengths "
                       "(the same seed gives the same answer)")
 

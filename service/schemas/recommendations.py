@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.schemas.predictions import (
+    DEFAULT_SIM_REQUESTS,
     Confidence,
     Cost,
     Deployment,
@@ -19,9 +20,9 @@ from service.schemas.predictions import (
 )
 
 MAX_TOP_K = 50
-# Requests simulated per verified candidate by default: half a prediction's (each recommendation verified
-# costs one simulation, ~4 ms at this size: 310,401 simulated requests/s in benchmarks/sim_speed.py).
-RECOMMENDATION_SIM_REQUESTS = 1000
+# Requests simulated per verified candidate by default: a prediction's (so that each recommendation's figures
+# are what POST /v1/predictions gives for it)
+RECOMMENDATION_SIM_REQUESTS = DEFAULT_SIM_REQUESTS
 MAX_LIST = 64
 # Default and largest number of GPUs a search may use (8 nodes of 8): a bound on the work of one request.
 DEFAULT_MAX_GPUS = 64
@@ -82,9 +83,10 @@ class RecommendationRequest(ModelChoice):
     Scenarios fill what the request leaves out:
 
     - ``chat`` (interactive chat or copilot): TTFT <= 200 ms and TPOT <= 50 ms at p95, at most
-      near-lossless quantisation, objective min_cost;
-    - ``batch`` (overnight jobs): offline throughput, no latency SLA, any quantisation, objective
-      min_cost, which for an offline workload means USD per million output tokens;
+      near-lossless quantisation, ranked by latency within constraints.max_usd_per_hour (min_latency), or
+      without a budget by hourly cost within the SLA (min_cost);
+    - ``batch`` (overnight jobs): no latency SLA, any quantisation, ranked by USD per million output tokens
+      (throughput per dollar) whatever the workload's mode;
     - ``api`` (high-concurrency API): TTFT <= 1000 ms and TPOT <= 100 ms at p95, any quantisation,
       objective min_cost.
     """
@@ -93,17 +95,17 @@ class RecommendationRequest(ModelChoice):
     sla: Sla = Field(default_factory=Sla, description="latency and throughput bounds (each optional)")
     constraints: Constraints = Field(
         default_factory=Constraints, description="which GPUs, engines, dtypes and budget the search may use")
-    objective: Objective | None = Field(default=None, description="default min_cost")
+    objective: Objective | None = Field(default=None, description="default min_cost, or the scenario's "
+                                         "(ranked_by in the answer says which ranked it)")
     scenario: Scenario | None = Field(
         default=None,
         description="chat, batch or api: fills the SLA, quantisation limit and objective the request leaves out")
     top_k: int = Field(default=5, ge=1, le=MAX_TOP_K, description="recommendations listed, at most (one per layout)")
     simulation: SimulationOptions = Field(
         default_factory=SimulationOptions,
-        description="the scheduler simulation that verifies the top candidates when the SLA names a percentile "
-        f"(default {RECOMMENDATION_SIM_REQUESTS} requests each: POST /v1/predictions with simulation.requests "
-        f"{RECOMMENDATION_SIM_REQUESTS} gives the same percentiles); with an SLA on means the percentile fields "
-        "stay analytic")
+        description="the scheduler simulation that predicts (and so verifies) each candidate before it is "
+        f"recommended (default {RECOMMENDATION_SIM_REQUESTS} requests each, as POST /v1/predictions): a "
+        "recommendation's figures are what POST /v1/predictions returns for its deployment and workload")
 
     @property
     def simulation_options(self) -> SimulationOptions:
@@ -189,6 +191,9 @@ class Relaxation(BaseModel):
     value: Any = Field(
         description="the relaxed value that makes a candidate feasible (a number in the kind's unit, or ids)")
     detail: str = Field(description="the relaxation in words")
+    deployment: Deployment | None = Field(
+        default=None, description="the deployment the value was found with; its figures are what POST "
+        "/v1/predictions returns for it (with the relaxed workload for a concurrency or request_rate relaxation)")
 
 
 class Explanation(BaseModel):
@@ -248,7 +253,10 @@ class RecommendationResponse(BaseModel):
     search: SearchStats = Field(description="how many candidates were generated, scored and feasible")
     applied: dict[str, Any] = Field(description="the SLA, constraints and objective after scenario defaults")
     percentile_method: str = Field(
-        description="how the percentiles were computed (analytic search, simulated verification)")
+        description="how the figures were computed (the search's analytic floors and front, the simulated "
+        "prediction of each recommendation)")
+    ranked_by: str | None = Field(default=None, description="the objective that ordered the recommendations, and "
+                                  "the figure it ranks on (a scenario's own when the request names none)")
     explanation: Explanation | None = Field(
         default=None, description="when nothing fits: what rules the candidates out and what to relax")
     calibration_version: int | None = Field(description="the calibration version used (GET /v1/calibration/{version})")

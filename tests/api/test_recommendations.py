@@ -26,21 +26,50 @@ def recommend(client: TestClient, body: dict[str, Any]) -> dict[str, Any]:
     return r.json()
 
 
-def test_seed_question_a10_7b_50_chats_gets_a_verdict_and_what_to_give_up(client: TestClient) -> None:
-    body = recommend(client, {
-        "model": "meta-llama/Llama-2-7b-hf",
-        "workload": {"input_tokens": 256, "output_tokens": 256, "concurrency": 50},
-        "sla": {"ttft_ms": 200, "percentile": "p95"},
-        "constraints": {"gpus": ["a10"], "max_gpus": 1}})
+A10_7B: dict[str, Any] = {
+    "model": "meta-llama/Llama-2-7b-hf", "workload": {"input_tokens": 256, "output_tokens": 256, "concurrency": 50},
+    "sla": {"ttft_ms": 200, "percentile": "p95"}, "constraints": {"gpus": ["a10"], "max_gpus": 1}}
+
+
+def predicted_for(client: TestClient, body: dict[str, Any], dep: dict[str, Any],
+                  workload: dict[str, Any] | None = None) -> dict[str, Any]:
+    r = client.post("/v1/predictions", json={"model": body["model"], "deployment": dep,
+                                             "workload": workload or body["workload"]})
+    assert r.status_code == 200, r.text
+    return r.json()["predicted"]
+
+
+def test_seed_question_a10_7b_50_chats_is_answered_with_its_own_predictions(client: TestClient) -> None:
+    # the seed's question: one A10, 50 chats, p95 TTFT <= 200 ms. Whatever the verdict, it is the prediction's
+    body = recommend(client, A10_7B)
+    for r in body["recommendations"]:
+        p = predicted_for(client, A10_7B, r["deployment"])
+        assert p == r["predicted"] and p["ttft_p95_ms"] <= 200
+
+
+def test_a10_infeasible_names_relaxations_that_its_predictions_confirm(client: TestClient) -> None:
+    req = {**A10_7B, "sla": {"ttft_ms": 150, "percentile": "p95"}}
+    body = recommend(client, req)
     assert body["feasible"] is False and body["recommendations"] == []
     ex = body["explanation"]
     assert ex["main_obstacle"] == "ttft_ms" and ex["ruled_out_by"]["ttft_ms"] > 0
     assert ex["closest"] and ex["closest"][0]["violations"][0]["constraint"] == "ttft_ms"
+    for c in ex["closest"]:
+        assert c["predicted"]["ttft_ms"] == predicted_for(client, req, c["deployment"])["ttft_p95_ms"]
     relax = {r["kind"]: r for r in ex["relaxations"]}
-    # the smallest TTFT budget one A10 meets, the largest concurrency it serves under 200 ms, and more GPUs
-    assert relax["ttft_ms"]["value"] > 200
-    assert relax["concurrency"]["value"] is not None and relax["concurrency"]["value"] < 50
-    assert relax["max_gpus"]["value"] > 1
+    # the smallest TTFT budget one A10 meets: the p95 its prediction gives for the deployment it names
+    ttft = relax["ttft_ms"]
+    assert ttft["value"] > 150
+    assert ttft["value"] == predicted_for(client, req, ttft["deployment"])["ttft_p95_ms"]
+    # the largest concurrency one A10 serves under 150 ms: its prediction at that concurrency meets it
+    conc = relax["concurrency"]
+    assert conc["value"] is not None and conc["value"] < 50
+    at = predicted_for(client, req, conc["deployment"], {**req["workload"], "concurrency": conc["value"]})
+    assert at["ttft_p95_ms"] <= 150
+    # more GPUs: the deployment named meets the SLA in its prediction
+    more = relax["max_gpus"]
+    assert more["value"] > 1 and more["deployment"]["gpu_count"] == more["value"]
+    assert predicted_for(client, req, more["deployment"])["ttft_p95_ms"] <= 150
 
 
 def test_answer_is_ranked_explained_and_launchable(client: TestClient) -> None:
@@ -96,13 +125,25 @@ def test_tightening_the_sla_never_adds_feasible_candidates(client: TestClient, l
     assert b <= a and a > 0
 
 
-def test_chat_prefers_lower_latency_than_batch(client: TestClient) -> None:
+def test_batch_ranks_by_cost_per_token_and_says_so(client: TestClient) -> None:
     common = {"model": "meta-llama/Llama-3.1-8B-Instruct",
               "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 64}}
-    chat = recommend(client, {**common, "scenario": "chat"})["recommendations"][0]["predicted"]
-    batch = recommend(client, {**common, "scenario": "batch"})["recommendations"][0]["predicted"]
-    assert chat["ttft_p95_ms"] <= 200 and chat["tpot_ms"] <= 50
-    assert chat["e2e_ms"] < batch["e2e_ms"]
+    chat = recommend(client, {**common, "scenario": "chat"})
+    batch = recommend(client, {**common, "scenario": "batch"})
+    top = chat["recommendations"][0]["predicted"]
+    assert top["ttft_p95_ms"] <= 200 and top["tpot_p95_ms"] <= 50
+    # an overnight job pays for its tokens: throughput per dollar, whatever the workload's mode
+    per_m = [r["cost"]["usd_per_million_output_tokens"] for r in batch["recommendations"]]
+    assert per_m == sorted(per_m) and per_m[0] <= chat["recommendations"][0]["cost"]["usd_per_million_output_tokens"]
+    assert batch["ranked_by"].startswith("min_cost_per_token") and "batch scenario" in batch["ranked_by"]
+    assert chat["ranked_by"].startswith("min_cost: USD per hour") and "without a budget" in chat["ranked_by"]
+    # with a budget, chat ranks by latency within it
+    fast = recommend(client, {**common, "scenario": "chat", "constraints": {"max_usd_per_hour": 10.0}})
+    assert fast["ranked_by"].startswith("min_latency")
+    # (min_latency ranks on E2E at the SLA's percentile, p95)
+    e2e = [r["predicted"]["simulation"]["e2e_ms"]["p95"] for r in fast["recommendations"]]
+    assert e2e == sorted(e2e) and all(r["cost"]["usd_per_hour"] <= 10.0 for r in fast["recommendations"])
+    assert e2e[0] <= top["simulation"]["e2e_ms"]["p95"]
 
 
 def test_70b_on_one_24gb_gpu_is_ruled_out_by_memory(client: TestClient) -> None:
@@ -169,19 +210,18 @@ RATE_8B: dict[str, Any] = {
 
 def test_percentile_sla_is_judged_on_the_simulated_tail(client: TestClient) -> None:
     body = recommend(client, RATE_8B)
-    assert "verified by simulating 1000 requests each (seed 0)" in body["percentile_method"]
+    assert "simulating 1000 requests each (seed 0)" in body["percentile_method"]
     for r in body["recommendations"]:
         sim = r["predicted"]["simulation"]
         assert sim is not None and sim["requests"] == 1000
         assert r["headroom"]["ttft_ms"] == pytest.approx(1 - sim["ttft_ms"]["p95"] / 1000, abs=1e-4)
         assert r["headroom"]["tpot_ms"] == pytest.approx(1 - sim["tpot_ms"]["p95"] / 50, abs=1e-4)
-    # each recommendation carries what POST /v1/predictions says with the same simulation options (the
+    # each recommendation carries what POST /v1/predictions says of it, with its default simulation (the
     # recommender computes their analytic terms in one batch)
     assert len(body["recommendations"]) > 1
     for r in body["recommendations"]:
         again = client.post("/v1/predictions", json={"model": RATE_8B["model"], "deployment": r["deployment"],
-                                                      "workload": RATE_8B["workload"],
-                                                      "simulation": {"requests": 1000}}).json()
+                                                      "workload": RATE_8B["workload"]}).json()
         assert (again["predicted"], again["memory_per_gpu_gb"], again["cost"]) == (
             r["predicted"], r["memory_per_gpu_gb"], r["cost"])
 
@@ -190,12 +230,10 @@ def test_a_candidate_whose_simulated_tail_breaks_the_sla_is_dropped(client: Test
     # the analytic ranking's first choice, and its analytic and simulated p95 TTFT
     analytic = recommend(client, {**RATE_8B, "simulation": {"enabled": False}})["recommendations"][0]
     dep, p95_analytic = analytic["deployment"], analytic["predicted"]["ttft_p95_ms"]
-    sim = client.post("/v1/predictions", json={"model": RATE_8B["model"], "deployment": dep,
-                                                "workload": RATE_8B["workload"], "simulation": {"requests": 1000}})
-    p95_sim = sim.json()["predicted"]["ttft_p95_ms"]
+    p95_sim = predicted_for(client, RATE_8B, dep)["ttft_p95_ms"]
     # the first token leaves at the end of the whole mixed step (its decodes too): the simulated tail is longer
     assert p95_sim > p95_analytic
-    limit = (p95_analytic + p95_sim) / 2            # the analytic model passes it, the simulation does not
+    limit = (p95_analytic + p95_sim) / 2            # the analytic model passes it, its prediction does not
     body = recommend(client, {**RATE_8B, "sla": {**RATE_8B["sla"], "ttft_ms": limit}})
     assert any(n.startswith("dropped after simulation") and dep["gpu"] in n for n in body["notes"])
     assert all(r["deployment"] != dep for r in body["recommendations"])
@@ -210,10 +248,13 @@ def test_min_latency_is_ranked_on_the_simulated_latency(client: TestClient) -> N
     assert [r["rank"] for r in body["recommendations"]] == list(range(1, len(e2e) + 1))
 
 
-def test_an_sla_on_means_keeps_analytic_percentiles(client: TestClient) -> None:
+def test_an_sla_on_means_is_judged_on_the_predicted_means(client: TestClient) -> None:
     body = recommend(client, {**RATE_8B, "sla": {"ttft_ms": 1000, "percentile": "mean"}})
-    assert body["percentile_method"].startswith("mean: the analytic steady state")
-    assert all(r["predicted"]["simulation"] is None for r in body["recommendations"])
+    assert body["percentile_method"].startswith("mean: the search prunes")
+    for r in body["recommendations"]:
+        p = r["predicted"]
+        assert p["simulation"] is not None and p["ttft_ms"] == p["simulation"]["ttft_ms"]["mean"] <= 1000
+        assert r["headroom"]["ttft_ms"] == pytest.approx(1 - p["ttft_ms"] / 1000, abs=1e-4)
 
 
 def test_inline_models_of_other_shapes_get_their_own_layouts(client: TestClient) -> None:
