@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -121,15 +122,20 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
     def skip(reason: str) -> None:
         skipped[reason] = skipped.get(reason, 0) + 1
 
-    for r in sorted(rows, key=lambda row: str(row.get("row_id") or "")):
+    ordered = sorted(rows, key=lambda row: str(row.get("row_id") or ""))
+    duplicates = duplicate_latency(ordered, catalog)
+    for r in ordered:
         engine = str(r.get("engine") or "")
         if engine not in MODELLED_ENGINES:
             skip(f"engine {engine or 'unknown'} not modelled")
             continue
+        if str(r.get("row_id") or "") in duplicates:
+            skip(duplicates[str(r.get("row_id") or "")])
+            continue
         model = catalog.resolve_model(str(r.get("model") or ""))
         gpu_id = str(r.get("gpu") or "")
         wd = str(r.get("weight_dtype") or "")
-        kv = str(r.get("kv_dtype") or "") or "auto"
+        kv = run_kv_dtype(r)
         mode = str(r.get("mode") or "")
         if model is None or gpu_id not in idx["gpu"]:
             skip("model or gpu not in catalog")
@@ -167,8 +173,13 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
         tpot = _f(r.get("tpot_ms")) / 1e3 if _central(r.get("tpot_stat")) else math.nan
         if math.isnan(tpot) and _central(r.get("itl_stat")):
             tpot = _f(r.get("itl_ms")) / 1e3
+        layout = unmodelled_layout(r, dp, model.num_experts is not None)
+        if layout and not (math.isnan(ttft) and math.isnan(tpot)):
+            skip(f"latency not fitted: {layout}")
+            ttft = tpot = math.nan
         if all(math.isnan(v) for v in (thr, ttft, tpot)):
-            skip("no throughput or central latency published")
+            if not layout:
+                skip("no throughput or central latency published")
             continue
         version = str(r.get("engine_version") or "")
         d = resolve(engine, version, gpus[gpu_id], constants)
@@ -202,9 +213,97 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
     ints = {"model", "gpu", "wdtype", "kvdtype", "budget", "mode"}
     arrays: dict[str, Any] = {k: np.asarray(v, dtype=np.int64 if k in ints else np.float64) for k, v in cols.items()}
     cand = Candidates(**arrays)
-    return MeasurementSet(cand=cand, y=np.asarray(y, dtype=np.float64).reshape(-1, 3),
-                          thr_is_total=np.asarray(total, dtype=bool), current=np.asarray(current, dtype=bool),
-                          keys=keys, sources=sources, families=families, row_ids=row_ids, modes=modes, skipped=skipped)
+    ms = MeasurementSet(cand=cand, y=np.asarray(y, dtype=np.float64).reshape(-1, 3),
+                        thr_is_total=np.asarray(total, dtype=bool), current=np.asarray(current, dtype=bool),
+                        keys=keys, sources=sources, families=families, row_ids=row_ids, modes=modes)
+    unqueued = unqueued_overload(tables, ms)
+    if unqueued.any():
+        skipped[UNQUEUED_OVERLOAD] = int(unqueued.sum())
+        ms = ms.take(np.flatnonzero(~unqueued))
+    ms.skipped = skipped
+    return ms
+
+
+# Reasons rows (or their latencies) are left out of the fit, as GET /v1/calibration's not_scored lists them.
+DUPLICATE = "duplicate: repeats an earlier row's TTFT and TPOT with the same layout (fitted once)"
+DUPLICATE_CONFLICT = "duplicate: repeats another row's TTFT and TPOT with a different layout (layout unknown)"
+UNQUEUED_OVERLOAD = ("closed loop above the predicted KV-cache or max-batch capacity whose measured TTFT shows "
+                     "no admission queueing (the run held more sequences than the settings assumed allow)")
+# A run queues when clients exceed the sequences in flight: each extra round of clients waits about a whole
+# request (output length x TPOT). A measured TTFT below this share of that wait shows no such queue.
+QUEUE_EVIDENCE_SHARE = 0.25
+_LAYOUT_FIELDS = ("engine", "gpu", "gpu_count", "weight_dtype", "kv_dtype", "tp", "pp",
+                  "dp", "ep", "mode", "input_tokens", "output_tokens", "concurrency", "request_rate", "max_batch")
+_NAMING_FIELDS = {"id", "family", "name", "aliases", "source", "notes"}   # ModelSpec fields that are not shapes
+_ATTENTION_DP = re.compile(r"attention_dp=(\d+)")
+# NVIDIA's ModelOpt checkpoints (nvidia/<model>-FP8, -FP4, -NVFP4) state kv_cache_quant_algo FP8 in their
+# hf_quant_config.json, and both engines then store the KV cache in FP8 when the run leaves kv_cache_dtype
+# at auto (vLLM: ModelOptFp8Config / ModelOptNvFp4Config kv_cache_quant_algo; TensorRT-LLM: QuantConfig
+# kv_cache_quant_algo read from hf_quant_config.json).
+_MODELOPT_CHECKPOINT = re.compile(r"^nvidia/.+-(fp8|fp4|nvfp4)$", re.IGNORECASE)
+
+
+def run_kv_dtype(r: Mapping[str, Any]) -> str:
+    """The KV-cache dtype the run used: the row's, with ``auto`` resolved where the checkpoint decides it."""
+    kv = str(r.get("kv_dtype") or "") or "auto"
+    if kv == "auto" and _MODELOPT_CHECKPOINT.match(str(r.get("orig_model") or r.get("model") or "")):
+        return "fp8"
+    return kv
+
+
+def unmodelled_layout(r: Mapping[str, Any], dp: float, moe: bool) -> str:
+    """Why the row's latency cannot be fitted as the cost model represents it ('' = it can): attention data
+    parallelism (dp ranks sharing the experts, not independent replicas) and expert parallelism."""
+    m = _ATTENTION_DP.search(str(r.get("notes") or ""))
+    if (m and int(m.group(1)) > 1) or (moe and dp > 1):
+        return "attention data parallelism (dp > 1 sharing one model) is not modelled"
+    ep = _f(r.get("ep"))
+    if not math.isnan(ep) and ep > 1:
+        return "expert parallelism (ep > 1) is not modelled"
+    return ""
+
+
+def duplicate_latency(rows: Sequence[Mapping[str, Any]], catalog: Catalog) -> dict[str, str]:
+    """Rows whose TTFT and TPOT repeat another row's exactly, with the reason each is left out: all but the
+    first (by row_id) when the rows state one layout (the same architecture, whatever its release name or the
+    engine release's label), all of them when they disagree on it."""
+
+    def arch(r: Mapping[str, Any]) -> str:
+        spec = catalog.resolve_model(str(r.get("model") or ""))
+        if spec is None:
+            return str(r.get("model") or "")
+        return json.dumps(spec.model_dump(exclude=_NAMING_FIELDS), sort_keys=True)
+
+    groups: dict[tuple[float, float], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        ttft, tpot = _f(r.get("ttft_ms")), _f(r.get("tpot_ms"))
+        if not (math.isnan(ttft) or math.isnan(tpot)):
+            groups.setdefault((ttft, tpot), []).append(r)
+    out: dict[str, str] = {}
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        layouts = {(arch(g), *(str(g.get(k) if g.get(k) is not None else "") for k in _LAYOUT_FIELDS)) for g in group}
+        for i, g in enumerate(group):
+            if len(layouts) > 1:
+                out[str(g.get("row_id") or "")] = DUPLICATE_CONFLICT
+            elif i:
+                out[str(g.get("row_id") or "")] = DUPLICATE
+    return out
+
+
+def unqueued_overload(tables: Tables, ms: MeasurementSet) -> NDArray[np.bool_]:
+    """Closed-loop rows whose clients per replica exceed the sequences the model lets the replica hold (KV cache
+    at mean occupancy, within max batch), yet whose measured TTFT is far below the wait such a queue makes."""
+    if not len(ms):
+        return np.zeros(0, dtype=bool)
+    s = static_terms(tables, ms.cand)
+    per_replica = ms.cand.load / np.maximum(ms.cand.replicas, 1.0)
+    rounds = per_replica / np.maximum(s.cap_mean, 1.0) - 1.0
+    wait_s = rounds * ms.cand.output_tok * ms.y[:, 2]
+    closed = ms.cand.mode == MODES["concurrency"]
+    with np.errstate(invalid="ignore"):
+        return closed & (rounds > 0) & np.isfinite(ms.y[:, 1]) & (ms.y[:, 1] < QUEUE_EVIDENCE_SHARE * wait_s)
 
 
 def predict_metrics(tables: Tables, ms: MeasurementSet, params: Params, static: Static | None = None,
