@@ -22,7 +22,7 @@ from service.core.calibration import (
     data_fingerprint,
     error_report,
     fit,
-    predict_metrics,
+    predict_measured,
     prepare,
 )
 from service.core.costmodel import Tables
@@ -43,7 +43,7 @@ _MEMO_LOCK = threading.Lock()
 
 
 def in_sample_report(tables: Tables, ms: MeasurementSet, cal: Calibration) -> dict[str, Any]:
-    pred = predict_metrics(tables, ms, cal.params_for(ms.keys, ms.current))
+    pred = predict_measured(tables, ms, cal)
     return error_report(ms, pred, [cal.lookup(k)[0] for k in ms.keys])
 
 

@@ -25,7 +25,7 @@ from gpu_catalog.schema import ModelSpec
 from service import verify
 from service.advisor import QUANTILES, Advisor, Analysed, Analyses, InvalidRequest, analytic_ttft_quantile_s
 from service.core import search
-from service.core.calibration import calibration_engine
+from service.core.calibration import calibration_engine, model_class
 from service.core.costmodel import (
     MODES,
     Candidates,
@@ -623,7 +623,7 @@ class Recommender:
         seg_keys: list[tuple[str, str, str, str]] = [
             (calibration_engine(e, adv.gpus[g].vendor), adv.gpus[g].architecture, g, w) for e, v, g, w in segments]
         current = {ev: is_current(*ev, adv.constants) for ev in {(e, v) for e, v, _, _ in segments}}
-        seg_params = adv.param_rows(seg_keys, [current[(e, v)] for e, v, _, _ in segments])
+        seg_params = adv.param_rows(seg_keys, [current[(e, v)] for e, v, _, _ in segments], model_class(model))
         table = LayoutTable(layouts=layouts, lay=lay, dset=dset, price=price, params=seg_params[w_at])
         for a in (lay, dset, price, table.params):
             a.flags.writeable = False                # shared by the requests that allow the same layouts

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpu_catalog.schema import CostConstants
-from service.core.calibration import METRICS, MeasurementSet, fit, predict_metrics
+from service.core.calibration import METRICS, MeasurementSet, fit, predict_measured
 from service.core.costmodel import MODES, F, Tables, static_terms
 
 # concurrency buckets of the headline table: (label, lowest clients, highest clients)
@@ -52,8 +52,7 @@ def held_out_by_family(tables: Tables, ms: MeasurementSet, constants: CostConsta
     for family in sorted(set(fam[lat].tolist())):
         held = np.flatnonzero(lat & (fam == family))
         cal = fit(tables, ms.take(np.flatnonzero(fam != family)), constants)
-        test = ms.take(held)
-        pred[held] = predict_metrics(tables, test, cal.params_for(test.keys, test.current))
+        pred[held] = predict_measured(tables, ms.take(held), cal)
     return pred
 
 
