@@ -281,7 +281,8 @@ def unmodelled_layout(r: Mapping[str, Any], dp: float, moe: bool) -> str:
 
 
 def duplicate_latency(rows: Sequence[Mapping[str, Any]], catalog: Catalog) -> dict[str, str]:
-    """Rows whose TTFT and TPOT repeat another row's exactly, with the reason each is left out: all but the
+    """Rows whose TTFT and TPOT repeat another row's of the same source exactly, with the reason each is left
+    out (independent sources, users' ingests among them, may well agree to the digit): all but the
     first (by row_id) when the rows state one layout (the same architecture, whatever its release name or the
     engine release's label), all of them when they disagree on it."""
 
@@ -291,11 +292,11 @@ def duplicate_latency(rows: Sequence[Mapping[str, Any]], catalog: Catalog) -> di
             return str(r.get("model") or "")
         return json.dumps(spec.model_dump(exclude=_NAMING_FIELDS), sort_keys=True)
 
-    groups: dict[tuple[float, float], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str, float, float], list[Mapping[str, Any]]] = {}
     for r in rows:
         ttft, tpot = _f(r.get("ttft_ms")), _f(r.get("tpot_ms"))
         if not (math.isnan(ttft) or math.isnan(tpot)):
-            groups.setdefault((ttft, tpot), []).append(r)
+            groups.setdefault((str(r.get("source_id") or ""), ttft, tpot), []).append(r)
     out: dict[str, str] = {}
     for group in groups.values():
         if len(group) < 2:

@@ -42,6 +42,10 @@ def test_duplicates_are_fitted_once(row: dict[str, Any]) -> None:
     # the same figures stated for two layouts: which one ran is unknown, neither is fitted
     other = prepare([_copy(row, "a"), _copy(row, "b", tp="2", gpu_count="2")], CATALOG, TABLES, CONSTANTS)
     assert len(other) == 0 and other.skipped == {DUPLICATE_CONFLICT: 2}
+    # independent sources may agree to the digit (a user's run on another GPU): both are fitted
+    sources = prepare([_copy(row, "a"), _copy(row, "b", tp="2", gpu_count="2", source_id="user:1")],
+                      CATALOG, TABLES, CONSTANTS)
+    assert sources.row_ids == ["a", "b"] and not sources.skipped
     distinct = prepare([_copy(row, "a"), _copy(row, "b", ttft_ms="1.5")], CATALOG, TABLES, CONSTANTS)
     assert distinct.row_ids == ["a", "b"] and not distinct.skipped
 
