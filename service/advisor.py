@@ -39,6 +39,7 @@ from service.core.costmodel import (
 )
 from service.core.engine_defaults import EngineDefaults, is_current, resolve
 from service.core.launch import LaunchError, LaunchSpec, render_launch
+from service.core.residuals import corrected, correction
 from service.schemas.predictions import (
     Confidence,
     Cost,
@@ -359,7 +360,13 @@ class Advisor:
             mode=np.full(n, MODES[wl.mode]), load=np.full(n, load), context_tok=f[7])
         params = self.params_for(keys, current, model_class(model))
         static = static_terms(tables, cand)
-        return Analyses(static, params, serve(static, params), keys)
+        res = serve(static, params)
+        # users' measurements near these deployments (the same function corrects the search's candidates)
+        corr = correction(self.cal.calibration.residuals(), keys, cand.tp * cand.pp, MODES[wl.mode],
+                          wl.input_tokens, wl.output_tokens, float(tables.active_linear_params[m_idx]))
+        if corr is not None:
+            res = corrected(res, corr.factors(np.arange(n), load / np.maximum(cand.replicas, 1.0)), cand.output_tok)
+        return Analyses(static, params, res, keys)
 
     def launch(self, model_id: str, dep: Deployment, settings: ResolvedSettings) -> Launch:
         """The command that starts ``dep`` with exactly the settings the prediction assumed."""

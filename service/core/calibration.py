@@ -50,6 +50,7 @@ from service.core.costmodel import (
     static_terms,
 )
 from service.core.engine_defaults import is_current, resolve
+from service.core.residuals import Residuals, anchors_of
 
 MODELLED_ENGINES = ("vllm", "trtllm")
 LEVELS = ("global", "engine", "engine/arch", "engine/gpu", "engine/gpu/dtype")
@@ -373,6 +374,14 @@ class Calibration:
     data_sha256: str = ""
     n_measurements: int = 0
     harness: dict[str, float] = field(default_factory=dict)   # source -> its harness's TTFT, s (not predicted)
+    anchors: list[dict[str, Any]] = field(default_factory=list)  # users' measurements (service/core/residuals.py)
+    _residuals: Residuals | None = field(default=None, repr=False, compare=False)
+
+    def residuals(self) -> Residuals:
+        """The residual correction of the users' measurements (built once per calibration)."""
+        if self._residuals is None:
+            self._residuals = Residuals(self.anchors)
+        return self._residuals
 
     def vector(self, key: str) -> F:
         return np.log([self.segments[key]["params"][n] for n in PARAM_NAMES])
@@ -425,12 +434,20 @@ class Calibration:
 
     def to_json(self) -> dict[str, Any]:
         return {"levels": list(LEVELS), "param_names": list(PARAM_NAMES), "segments": self.segments,
-                "generation": self.generation, "harness": self.harness}
+                "generation": self.generation, "harness": self.harness, "anchors": self.anchors}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], data_sha256: str = "", n: int = 0) -> Calibration:
         return cls(segments=dict(data["segments"]), generation=dict(data["generation"]), data_sha256=data_sha256,
-                   n_measurements=n, harness=dict(data.get("harness") or {}))
+                   n_measurements=n, harness=dict(data.get("harness") or {}), anchors=list(data.get("anchors") or []))
+
+
+def with_anchors(tables: Tables, ms: MeasurementSet, cal: Calibration) -> Calibration:
+    """``cal`` with the anchors of the users' measurements among ``ms`` (their residuals under ``cal``)."""
+    pred = predict_metrics(tables, ms, cal.params_for(ms.keys, ms.current, ms.classes))
+    anchors = anchors_of(tables, ms.cand, ms.y, pred, ms.keys, ms.sources, ms.row_ids)
+    return Calibration(segments=cal.segments, generation=cal.generation, data_sha256=cal.data_sha256,
+                       n_measurements=cal.n_measurements, harness=cal.harness, anchors=anchors)
 
 
 def predict_measured(tables: Tables, ms: MeasurementSet, cal: Calibration) -> F:
