@@ -15,8 +15,9 @@ from service.schemas.calibration import (
     Segment,
 )
 
-REPRODUCE = ("python benchmarks/accuracy.py --database-url \"$DATABASE_URL\"  (leave-one-source-out over the "
-             "stored quality=good measurements, the same code and rows as the held-out report here)")
+REPRODUCE = ("python benchmarks/accuracy.py --group source --database-url \"$DATABASE_URL\"  (leave-one-source-out "
+             "over the stored quality=good measurements, the same code and rows as the held-out report here; without "
+             "--group it first prints the leave-one-model-family-out headline on the latency rows)")
 
 
 def _parent(key: str, level: str, arch_of: dict[str, str]) -> str | None:
