@@ -1,10 +1,17 @@
-"""Leave-one-source-out accuracy of the cost model on the stored measurements (not a test: it prints figures).
+"""Held-out accuracy of the cost model on the stored measurements (not a test: it prints figures).
 
-For every source in the measurement set: fit the calibration without it, predict its rows, and compare.
-Prints the median and 90th-percentile absolute % error of throughput (output tok/s, or total tok/s where
-only that is published), TTFT and TPOT/ITL, overall and by GPU, engine, dtype and mode, with row counts.
+The headline is leave-one-model-family-out on the latency rows (service/core/heldout.py): for each model
+family with TTFT/TPOT measurements, fit the calibration without that family and predict its rows; print the
+signed and absolute median % error of TTFT, TPOT and throughput per family x concurrency bucket (1, 2-8,
+9-64, >64), and check each one-client prediction against the datasheet floor.
 
-    python benchmarks/accuracy.py                 # quality=good rows of the shipped measurement CSVs
+Beside it, leave-one-source-out over all scored rows: for every source, fit without it, predict its rows;
+the median and 90th-percentile absolute % error of throughput (output tok/s, or total tok/s where only that
+is published), TTFT and TPOT/ITL, overall and by GPU, engine, dtype and mode, with row counts.
+
+    python benchmarks/accuracy.py                 # both, quality=good rows of the shipped measurement CSVs
+    python benchmarks/accuracy.py --group family  # only the headline (about 15 fits)
+    python benchmarks/accuracy.py --group source  # only leave-one-source-out (GET /v1/calibration's figures)
     python benchmarks/accuracy.py --quality all   # good and weak rows
     python benchmarks/accuracy.py --json out.json # also write the full report
     python benchmarks/accuracy.py --database-url "$DATABASE_URL"  # the service's stored rows (shipped + users')
@@ -27,6 +34,7 @@ from gpu_catalog.schema import CostConstants
 from service.calibrate import FITTED_QUALITY
 from service.core.calibration import METRICS, MeasurementSet, cross_validate, prepare
 from service.core.costmodel import Tables, build_tables
+from service.core.heldout import family_table, floor_check, format_table, held_out_by_family
 from service.db.session import make_engine, make_sessionmaker, transaction
 from service.repository.calibrations import measurement_rows
 from service.repository.catalog import read_catalog
@@ -74,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
                     "instead of --csv: the rows GET /v1/calibration reports on")
     ap.add_argument("--quality", choices=["good", "all"], default="good")
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--group", choices=["source", "family"], default="source",
-                    help="hold out one source (the reported figure) or one model family at a time")
+    ap.add_argument("--group", choices=["both", "source", "family"], default="both",
+                    help="leave-one-family-out on the latency rows (the headline), leave-one-source-out on all rows "
+                    "(GET /v1/calibration's held-out report), or both")
     ap.add_argument("--simulate", type=int, metavar="N",
                     help="instead of the leave-one-out run: fit once, then compare the scheduler simulation's means "
                     "and medians with the analytic model's on up to N rows measured under load (sim_accuracy.py)")
@@ -102,12 +111,22 @@ def main(argv: list[str] | None = None) -> int:
         catalog = load_catalog()
         tables = build_tables(catalog, constants)
         ms = csv_measurements(args.csv, args.quality, catalog, tables, constants)
+    out: dict[str, object] = {}
+    print(f"quality={args.quality}: {len(ms)} rows scored; {sum(ms.skipped.values())} not scorable: {ms.skipped}")
+    if args.group in ("both", "family"):
+        t0 = time.perf_counter()
+        pred = held_out_by_family(tables, ms, constants)
+        table, floors = family_table(ms, pred), floor_check(tables, ms, pred)
+        print("\n".join(format_table(table, floors)) + f"\n({time.perf_counter() - t0:.0f} s)\n")
+        out["family"] = {**table, "floor": floors}
+    if args.group == "family":
+        if args.json:
+            args.json.write_text(json.dumps(out["family"], indent=1))
+        return 0
     t0 = time.perf_counter()
-    report = cross_validate(tables, ms, constants, group=args.group)
+    report = cross_validate(tables, ms, constants, group="source")
     elapsed = time.perf_counter() - t0
-    print(f"leave-one-{args.group}-out over {report['groups']} {args.group} groups ({report['sources']} sources), "
-          f"{report['rows']} rows "
-          f"(quality={args.quality}; {sum(ms.skipped.values())} rows not scorable: {ms.skipped}); {elapsed:.0f} s")
+    print(f"leave-one-source-out over {report['groups']} sources, {report['rows']} rows; {elapsed:.0f} s")
     print("median / p90 absolute % error")
     print(_line("overall", report["overall"]))
     for name in ("engine", "mode", "dtype", "gpu"):
@@ -115,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         for key, stats in report[f"by_{name}"].items():
             print(_line(key, stats))
     if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
+        # the leave-one-source-out report at the top level: GET /v1/calibration's held_out is the same
+        args.json.write_text(json.dumps({**report, **({"family": out["family"]} if out else {})}, indent=1))
     return 0
 
 

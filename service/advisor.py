@@ -15,7 +15,14 @@ from numpy.typing import NDArray
 
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants, GpuSpec, ModelSpec
-from service.core.calibration import LEVELS, METRICS, Calibration, calibration_engine, segment_key
+from service.core.calibration import (
+    LEVELS,
+    METRICS,
+    Calibration,
+    calibration_engine,
+    model_class,
+    segment_key,
+)
 from service.core.costmodel import (
     GB_BYTES,
     MODES,
@@ -32,6 +39,7 @@ from service.core.costmodel import (
 )
 from service.core.engine_defaults import EngineDefaults, is_current, resolve
 from service.core.launch import LaunchError, LaunchSpec, render_launch
+from service.core.residuals import corrected, correction
 from service.schemas.predictions import (
     Confidence,
     Cost,
@@ -165,7 +173,7 @@ class Advisor:
         self._defaults: dict[tuple[str, str, str], EngineDefaults] = {}
         # fitted parameters (rows in PARAM_NAMES order) and each (segment key, current generation)'s row, for the
         # calibration they were read from; replaced whole, never changed in place (requests run in threads)
-        self._params_held: tuple[Calibration | None, dict[tuple[tuple[str, str, str, str], bool], int], F] = (
+        self._params_held: tuple[Calibration | None, dict[tuple[tuple[str, str, str, str], bool, str], int], F] = (
             None, {}, np.zeros((0, len(PARAM_NAMES))))
 
     # --- resolution and validation -------------------------------------------------------------------
@@ -277,22 +285,25 @@ class Advisor:
         tables = build_tables(self.catalog, self.constants, extra_models=[model])
         return tables, len(tables.model_ids) - 1
 
-    def params_for(self, keys: list[tuple[str, str, str, str]], current: list[bool]) -> Params:
-        """Fitted parameters of each (engine, arch, GPU, dtype) key, of the current engine generation or not:
-        looked up once per key for the calibration in use (a new calibration starts afresh)."""
-        return Params.from_matrix(self.param_rows(keys, current))
+    def params_for(self, keys: list[tuple[str, str, str, str]], current: list[bool], cls: str = "") -> Params:
+        """Fitted parameters of each (engine, arch, GPU, dtype) key, of the current engine generation or not, for
+        a model of class ``cls`` (dense, moe, mla: the software overheads' key): looked up once per key for the
+        calibration in use (a new calibration starts afresh)."""
+        return Params.from_matrix(self.param_rows(keys, current, cls))
 
-    def param_rows(self, keys: list[tuple[str, str, str, str]], current: list[bool]) -> NDArray[np.float64]:
+    def param_rows(self, keys: list[tuple[str, str, str, str]], current: list[bool],
+                   cls: str = "") -> NDArray[np.float64]:
         """``params_for`` as a matrix: a row per key, a column per parameter (``PARAM_NAMES``)."""
         cal = self.cal.calibration
         held = self._params_held
         if held[0] is not cal:
             held = (cal, {}, np.zeros((0, len(PARAM_NAMES))))
-        wanted = list(zip(keys, current, strict=True))
+        wanted = [(k, c, cls) for k, c in zip(keys, current, strict=True)]
         row_of = held[1]
         missing = list(dict.fromkeys(w for w in wanted if w not in row_of))
         if missing:
-            got = cal.params_for([k for k, _ in missing], np.asarray([c for _, c in missing], dtype=bool))
+            got = cal.params_for([k for k, _, _ in missing], np.asarray([c for _, c, _ in missing], dtype=bool),
+                                 [cl for _, _, cl in missing])
             new = np.stack([np.asarray(getattr(got, n), dtype=np.float64) for n in PARAM_NAMES], axis=1)
             row_of = {**row_of, **{w: len(row_of) + i for i, w in enumerate(missing)}}
             held = self._params_held = (cal, row_of, np.concatenate([held[2], new]))
@@ -349,9 +360,15 @@ class Advisor:
             input_tok=np.full(n, float(wl.input_tokens)), output_tok=np.full(n, float(wl.output_tokens)),
             mode=np.full(n, MODES[wl.mode]), load=np.full(n, load), context_tok=f[7],
             first_wave_share=np.full(n, wl.first_wave_share))
-        params = self.params_for(keys, current)
+        params = self.params_for(keys, current, model_class(model))
         static = static_terms(tables, cand)
-        return Analyses(static, params, serve(static, params), keys)
+        res = serve(static, params)
+        # users' measurements near these deployments (the same function corrects the search's candidates)
+        corr = correction(self.cal.calibration.residuals(), keys, cand.tp * cand.pp, MODES[wl.mode],
+                          wl.input_tokens, wl.output_tokens, float(tables.active_linear_params[m_idx]))
+        if corr is not None:
+            res = corrected(res, corr.factors(np.arange(n), load / np.maximum(cand.replicas, 1.0)), cand.output_tok)
+        return Analyses(static, params, res, keys)
 
     def launch(self, model_id: str, dep: Deployment, settings: ResolvedSettings) -> Launch:
         """The command that starts ``dep`` with exactly the settings the prediction assumed."""
@@ -395,7 +412,7 @@ class Advisor:
             kv_bytes_per_token=round(float(res.kv_bytes_per_seq[i]) / settings.max_model_len, 1),
             kv_capacity_tokens=int(res.kv_cache_bytes[i] / max(float(res.kv_bytes_per_seq[i]), 1.0)
                                    * settings.max_model_len))
-        confidence = self.confidence(key, wl.mode)
+        confidence = self.confidence(key, wl.mode, model_class(model))
         price = gpu.price_usd_per_gpu_hour
         usd_h = price * dep.total_gpus if price else None
         if not fits:
@@ -507,9 +524,10 @@ class Advisor:
             percentile_method="analytic steady state: TTFT percentiles put an exponential tail on the queueing "
             "part of the mean TTFT; TPOT percentiles equal the mean (each request's TPOT averages many steps)")
 
-    def confidence(self, key: tuple[str, str, str, str], mode: str) -> Confidence:
+    def confidence(self, key: tuple[str, str, str, str], mode: str, cls: str = "") -> Confidence:
         cal = self.cal.calibration
         seg, info = cal.lookup(key)
+        sw_seg, sw = cal.overheads(key, cls)
         engine, arch, gpu, dtype = key
         metrics = ("throughput",) if mode == "offline" else METRICS
         err = None
@@ -541,5 +559,9 @@ class Advisor:
             basis = f"no measurements for {engine}: roofline with global efficiencies ({n} measurements)"
         if err_seg != seg:
             basis += f"; error band from {err_seg}"
+        lat_n, archs = sw.get("latency_n"), sw.get("architectures")
+        if lat_n is not None:
+            basis += f"; overheads from {sw_seg}: {lat_n} latency measurements of {archs} architectures"
         return Confidence(error_pct=err, error_kind=self.cal.error_kind, basis=basis, segment=seg, measurements=n,
-                          calibration_version=self.cal.version)
+                          calibration_version=self.cal.version, overheads_segment=sw_seg,
+                          latency_measurements=lat_n, latency_architectures=archs)

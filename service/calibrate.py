@@ -22,8 +22,9 @@ from service.core.calibration import (
     data_fingerprint,
     error_report,
     fit,
-    predict_metrics,
+    predict_measured,
     prepare,
+    with_anchors,
 )
 from service.core.costmodel import Tables
 from service.core.refit import refit_segments
@@ -43,7 +44,7 @@ _MEMO_LOCK = threading.Lock()
 
 
 def in_sample_report(tables: Tables, ms: MeasurementSet, cal: Calibration) -> dict[str, Any]:
-    pred = predict_metrics(tables, ms, cal.params_for(ms.keys, ms.current))
+    pred = predict_measured(tables, ms, cal)
     return error_report(ms, pred, [cal.lookup(k)[0] for k in ms.keys])
 
 
@@ -58,7 +59,7 @@ def fit_and_store(session: Session, tables: Tables, ms: MeasurementSet, constant
         cal = _FIT_MEMO.get(fp)
     t0 = time.perf_counter()
     if cal is None:
-        cal = fit(tables, ms, constants)
+        cal = with_anchors(tables, ms, fit(tables, ms, constants))
         with _MEMO_LOCK:
             _FIT_MEMO[fp] = cal
     metrics: dict[str, Any] = {"method": "full", "fit_s": round(time.perf_counter() - t0, 2), "skipped": ms.skipped,
@@ -96,6 +97,7 @@ def refit_and_store(session: Session, tables: Tables, ms: MeasurementSet, consta
     t0 = time.perf_counter()
     base = Calibration.from_json(base_row.params, base_row.data_sha256, base_row.n_measurements)
     cal, refitted = refit_segments(tables, ms, constants, base, new_keys)
+    cal = with_anchors(tables, ms, cal)
     fit_s = round(time.perf_counter() - t0, 2)
     fp = data_fingerprint(ms)
     metrics: dict[str, Any] = {"method": "refit", "base_version": base_row.version, "refitted_segments": refitted,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_catalog.loader import Catalog
-from service.core.calibration import LEVELS, Calibration, calibration_engine
+from service.core.calibration import CLASS_LEVEL, LEVELS, Calibration, calibration_engine
 from service.db.models import Calibration as CalibrationRow
 from service.schemas.calibration import (
     PARAMETER_DESCRIPTIONS,
@@ -15,8 +15,9 @@ from service.schemas.calibration import (
     Segment,
 )
 
-REPRODUCE = ("python benchmarks/accuracy.py --database-url \"$DATABASE_URL\"  (leave-one-source-out over the "
-             "stored quality=good measurements, the same code and rows as the held-out report here)")
+REPRODUCE = ("python benchmarks/accuracy.py --group source --database-url \"$DATABASE_URL\"  (leave-one-source-out "
+             "over the stored quality=good measurements, the same code and rows as the held-out report here; without "
+             "--group it first prints the leave-one-model-family-out headline on the latency rows)")
 
 
 def _parent(key: str, level: str, arch_of: dict[str, str]) -> str | None:
@@ -25,7 +26,7 @@ def _parent(key: str, level: str, arch_of: dict[str, str]) -> str | None:
         return None
     if level == "engine":
         return "global"
-    if level == "engine/arch":
+    if level in ("engine/class", "engine/arch"):
         return parts[0]
     if level == "engine/gpu":
         arch = arch_of.get(parts[1])
@@ -57,9 +58,10 @@ def public(row: CalibrationRow, catalog: Catalog, latest_version: int) -> Calibr
     cal = Calibration.from_json(row.params, row.data_sha256, row.n_measurements)
     metrics = row.metrics or {}
     arch_of: dict[str, str] = {g.id: g.architecture for g in catalog.gpus}
-    order = {lv: i for i, lv in enumerate(LEVELS)}
+    order = {lv: i for i, lv in enumerate((*LEVELS[:2], CLASS_LEVEL, *LEVELS[2:]))}
     segments = [Segment(key=k, level=s["level"], parent=_parent(k, s["level"], arch_of), measurements=int(s["n"]),
-                        params=s["params"])
+                        params=s["params"], owns=s.get("owns"), latency_measurements=s.get("latency_n"),
+                        architectures=s.get("architectures"), latency_sources=s.get("sources"))
                 for k, s in sorted(cal.segments.items(), key=lambda kv: (order[kv[1]["level"]], kv[0]))]
     held = _report(metrics.get("held_out"), "leave-one-source-out")
     in_sample = _report(metrics.get("in_sample"), "in-sample")

@@ -25,7 +25,7 @@ from gpu_catalog.schema import ModelSpec
 from service import batch_jobs, verify
 from service.advisor import QUANTILES, Advisor, Analysed, Analyses, InvalidRequest, analytic_ttft_quantile_s
 from service.core import search
-from service.core.calibration import calibration_engine
+from service.core.calibration import calibration_engine, model_class
 from service.core.costmodel import (
     MODES,
     Candidates,
@@ -39,6 +39,7 @@ from service.core.costmodel import (
 )
 from service.core.engine_defaults import is_current
 from service.core.launch import CheckpointError, LaunchError
+from service.core.residuals import Correction, correction
 from service.schemas.predictions import (
     Cost,
     Deployment,
@@ -234,6 +235,8 @@ class LayoutTable:
     dset: F                                 # per layout: engine default max_num_seqs, max tokens, memory share, budget
     price: F                                # per layout: USD per GPU-hour (NaN: no public price)
     params: F                               # per layout: fitted parameters (PARAM_NAMES order)
+    seg_keys: list[tuple[str, str, str, str]]  # the calibration keys of the layouts' segments
+    seg_of: NDArray[np.int64]               # per layout: its segment in seg_keys
 
 
 @dataclass
@@ -252,6 +255,7 @@ class Units:
     ttft_lb_s: F                            # per unit, latency floors: one request alone
     tpot_lb_s: F
     fits: NDArray[np.bool_]
+    corr: Correction | None = None          # per layout: users' measurements nearby (service/core/residuals.py)
     solves: dict[tuple[float, float | None], Solves] = field(default_factory=dict)   # by (load, quantile)
 
 
@@ -601,9 +605,15 @@ class Recommender:
                        static.weights[li_s], static.overhead[li_s], static.runnable[li_s], static.seq_full[li_s],
                        static.seq_mean[li_s])
         inputs = ServeInputs.of(static, params, sm).expand(li_s, cap_mean=cap.cap_mean, max_batched_tok=toks_s)
-        ttft_floor_s, tpot_floor_s = floors(params, sm)
+        ttft_lb, tpot_lb = floors(params, sm)
+        corr = correction(self.advisor.cal.calibration.residuals(), table.seg_keys,
+                          (lay[:, 3] * lay[:, 4]).astype(float), MODES[wl.mode], wl.input_tokens, wl.output_tokens,
+                          float(tables.active_linear_params[m_idx]), of=table.seg_of)
+        if corr is not None:    # the floors hold under the least correction a layout can get
+            least = corr.floor_factors()
+            ttft_lb, tpot_lb = ttft_lb * least[:, 0], tpot_lb * least[:, 1]
         return Units(table=table, fits_min=fits_min, li=li_s, seqs=seqs_s, toks=toks_s, mode=MODES[wl.mode],
-                     inputs=inputs, ttft_lb_s=ttft_floor_s[li_s], tpot_lb_s=tpot_floor_s[li_s], fits=cap.fits)
+                     inputs=inputs, ttft_lb_s=ttft_lb[li_s], tpot_lb_s=tpot_lb[li_s], fits=cap.fits, corr=corr)
 
     def _layout_table(self, model: ModelSpec, versions: dict[str, str], gpus: list[str], wds: list[str],
                       kvs: list[str], max_gpus: int, multi_node: bool) -> LayoutTable | None:
@@ -615,9 +625,9 @@ class Recommender:
             self._tables = (cal, {})
         held = self._tables[1]
         heads, kv_heads = model.num_attention_heads, model.num_kv_heads
-        # what the layouts depend on: of the model, only what decides its TP/PP pairs
-        key = (heads, kv_heads, model.num_layers, tuple(versions.items()), tuple(gpus), tuple(wds), tuple(kvs),
-               max_gpus, multi_node)
+        # what the layouts depend on: of the model, only what decides its TP/PP pairs and its class (overheads)
+        key = (heads, kv_heads, model.num_layers, model_class(model), tuple(versions.items()), tuple(gpus),
+               tuple(wds), tuple(kvs), max_gpus, multi_node)
         if key in held:
             return held[key]
         adv = self.advisor
@@ -689,8 +699,9 @@ class Recommender:
         seg_keys: list[tuple[str, str, str, str]] = [
             (calibration_engine(e, adv.gpus[g].vendor), adv.gpus[g].architecture, g, w) for e, v, g, w in segments]
         current = {ev: is_current(*ev, adv.constants) for ev in {(e, v) for e, v, _, _ in segments}}
-        seg_params = adv.param_rows(seg_keys, [current[(e, v)] for e, v, _, _ in segments])
-        table = LayoutTable(layouts=layouts, lay=lay, dset=dset, price=price, params=seg_params[w_at])
+        seg_params = adv.param_rows(seg_keys, [current[(e, v)] for e, v, _, _ in segments], model_class(model))
+        table = LayoutTable(layouts=layouts, lay=lay, dset=dset, price=price, params=seg_params[w_at],
+                            seg_keys=seg_keys, seg_of=w_at)
         for a in (lay, dset, price, table.params):
             a.flags.writeable = False                # shared by the requests that allow the same layouts
         held[key] = table
@@ -712,6 +723,9 @@ class Recommender:
             """Candidates a..b-1's figures (as costmodel.serve gives them) into ``solved``, in the thread that
             solved them (each part's candidates are its own: no two threads write one element)."""
             part, where = u[a:b], at[a:b]
+            if un.corr is not None:    # as POST /v1/predictions corrects the same deployment (Advisor.analyse)
+                fac = un.corr.factors(un.li[part], load / reps[a:b])
+                ttft, tpot, per_replica_s = ttft * fac[:, 0], tpot * fac[:, 1], per_replica_s * fac[:, 2]
             if q is not None:
                 ttft = analytic_ttft_quantile_s(ttft, inp.row("ttft_fixed_s")[part], inp.row("prefill_alone")[part],
                                                 q)

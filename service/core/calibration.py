@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -50,9 +51,23 @@ from service.core.costmodel import (
     static_terms,
 )
 from service.core.engine_defaults import is_current, resolve
+from service.core.residuals import Residuals, anchors_of
 
 MODELLED_ENGINES = ("vllm", "trtllm")
 LEVELS = ("global", "engine", "engine/arch", "engine/gpu", "engine/gpu/dtype")
+# What physically varies: the hardware efficiencies with the engine, GPU and dtype (the LEVELS below the engine);
+# the software overheads with the engine and the model class (CLASS_LEVEL segments, beside the GPU ones).
+CLASS_LEVEL = "engine/class"
+HARDWARE_PARAMS = ("eff_flops", "eff_bw", "comm_eff")
+SOFTWARE_PARAMS = tuple(n for n in PARAM_NAMES if n not in HARDWARE_PARAMS)
+MODEL_CLASSES = ("dense", "moe", "mla")
+# A class segment owns its overheads only when latency measurements of this many architectures support it.
+MIN_ARCHITECTURES = 2
+# A benchmark harness's own TTFT (HTTP client, tokenising, its queue) per source: fitted beside the engine's,
+# starting from and shrunk toward HARNESS_PRIOR_S with a wide log-space spread (sources differ by 10x).
+HARNESS_PRIOR_S = 0.001
+HARNESS_SIGMA_LOG = 3.0
+HARNESS_BOUNDS_S = (1e-5, 2.0)
 PRIOR_ROWS = 6.0            # a segment's parent counts as this many measurements
 PRIOR_SIGMA_LOG = 0.5       # spread of a segment's log-parameter around its parent's
 LOSS_SCALE_LOG = 0.15       # soft-L1 knee: residuals beyond ~15% count linearly (robust to outliers)
@@ -80,6 +95,7 @@ class MeasurementSet:
     thr_is_total: NDArray[np.bool_]      # throughput is (input + output) tok/s
     current: NDArray[np.bool_]           # engine release of the targeted generation
     keys: list[tuple[str, str, str, str]]  # (engine, arch, gpu, dtype)
+    classes: list[str]                   # model class: dense, moe or mla (keys the software overheads)
     sources: list[str]
     families: list[str]                  # model family (base/instruct/chat variants of one architecture)
     row_ids: list[str]
@@ -93,7 +109,8 @@ class MeasurementSet:
         sel = list(np.asarray(idx))
         return MeasurementSet(
             cand=self.cand.take(idx), y=self.y[idx], thr_is_total=self.thr_is_total[idx],
-            current=self.current[idx], keys=[self.keys[i] for i in sel], sources=[self.sources[i] for i in sel],
+            current=self.current[idx], keys=[self.keys[i] for i in sel], classes=[self.classes[i] for i in sel],
+            sources=[self.sources[i] for i in sel],
             families=[self.families[i] for i in sel], row_ids=[self.row_ids[i] for i in sel],
             modes=[self.modes[i] for i in sel])
 
@@ -113,6 +130,7 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
     total: list[bool] = []
     current: list[bool] = []
     keys: list[tuple[str, str, str, str]] = []
+    classes: list[str] = []
     sources: list[str] = []
     families: list[str] = []
     row_ids: list[str] = []
@@ -122,15 +140,20 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
     def skip(reason: str) -> None:
         skipped[reason] = skipped.get(reason, 0) + 1
 
-    for r in sorted(rows, key=lambda row: str(row.get("row_id") or "")):
+    ordered = sorted(rows, key=lambda row: str(row.get("row_id") or ""))
+    duplicates = duplicate_latency(ordered, catalog)
+    for r in ordered:
         engine = str(r.get("engine") or "")
         if engine not in MODELLED_ENGINES:
             skip(f"engine {engine or 'unknown'} not modelled")
             continue
+        if str(r.get("row_id") or "") in duplicates:
+            skip(duplicates[str(r.get("row_id") or "")])
+            continue
         model = catalog.resolve_model(str(r.get("model") or ""))
         gpu_id = str(r.get("gpu") or "")
         wd = str(r.get("weight_dtype") or "")
-        kv = str(r.get("kv_dtype") or "") or "auto"
+        kv = run_kv_dtype(r)
         mode = str(r.get("mode") or "")
         if model is None or gpu_id not in idx["gpu"]:
             skip("model or gpu not in catalog")
@@ -168,8 +191,13 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
         tpot = _f(r.get("tpot_ms")) / 1e3 if _central(r.get("tpot_stat")) else math.nan
         if math.isnan(tpot) and _central(r.get("itl_stat")):
             tpot = _f(r.get("itl_ms")) / 1e3
+        layout = unmodelled_layout(r, dp, model.num_experts is not None)
+        if layout and not (math.isnan(ttft) and math.isnan(tpot)):
+            skip(f"latency not fitted: {layout}")
+            ttft = tpot = math.nan
         if all(math.isnan(v) for v in (thr, ttft, tpot)):
-            skip("no throughput or central latency published")
+            if not layout:
+                skip("no throughput or central latency published")
             continue
         version = str(r.get("engine_version") or "")
         d = resolve(engine, version, gpus[gpu_id], constants)
@@ -199,6 +227,7 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
         total.append(is_total)
         current.append(is_current(engine, version, constants))
         keys.append((calibration_engine(engine, vendor[gpu_id]), arch[gpu_id], gpu_id, wd))
+        classes.append(model_class(model))
         sources.append(str(r.get("source_id") or ""))
         families.append(model.family)
         row_ids.append(str(r.get("row_id") or ""))
@@ -206,9 +235,98 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
     ints = {"model", "gpu", "wdtype", "kvdtype", "budget", "mode"}
     arrays: dict[str, Any] = {k: np.asarray(v, dtype=np.int64 if k in ints else np.float64) for k, v in cols.items()}
     cand = Candidates(**arrays)
-    return MeasurementSet(cand=cand, y=np.asarray(y, dtype=np.float64).reshape(-1, 3),
-                          thr_is_total=np.asarray(total, dtype=bool), current=np.asarray(current, dtype=bool),
-                          keys=keys, sources=sources, families=families, row_ids=row_ids, modes=modes, skipped=skipped)
+    ms = MeasurementSet(cand=cand, y=np.asarray(y, dtype=np.float64).reshape(-1, 3),
+                        thr_is_total=np.asarray(total, dtype=bool), current=np.asarray(current, dtype=bool),
+                        keys=keys, classes=classes, sources=sources, families=families, row_ids=row_ids, modes=modes)
+    unqueued = unqueued_overload(tables, ms)
+    if unqueued.any():
+        skipped[UNQUEUED_OVERLOAD] = int(unqueued.sum())
+        ms = ms.take(np.flatnonzero(~unqueued))
+    ms.skipped = skipped
+    return ms
+
+
+# Reasons rows (or their latencies) are left out of the fit, as GET /v1/calibration's not_scored lists them.
+DUPLICATE = "duplicate: repeats an earlier row's TTFT and TPOT with the same layout (fitted once)"
+DUPLICATE_CONFLICT = "duplicate: repeats another row's TTFT and TPOT with a different layout (layout unknown)"
+UNQUEUED_OVERLOAD = ("closed loop above the predicted KV-cache or max-batch capacity whose measured TTFT shows "
+                     "no admission queueing (the run held more sequences than the settings assumed allow)")
+# A run queues when clients exceed the sequences in flight: each extra round of clients waits about a whole
+# request (output length x TPOT). A measured TTFT below this share of that wait shows no such queue.
+QUEUE_EVIDENCE_SHARE = 0.25
+_LAYOUT_FIELDS = ("engine", "gpu", "gpu_count", "weight_dtype", "kv_dtype", "tp", "pp",
+                  "dp", "ep", "mode", "input_tokens", "output_tokens", "concurrency", "request_rate", "max_batch")
+_NAMING_FIELDS = {"id", "family", "name", "aliases", "source", "notes"}   # ModelSpec fields that are not shapes
+_ATTENTION_DP = re.compile(r"attention_dp=(\d+)")
+# NVIDIA's ModelOpt checkpoints (nvidia/<model>-FP8, -FP4, -NVFP4) state kv_cache_quant_algo FP8 in their
+# hf_quant_config.json, and both engines then store the KV cache in FP8 when the run leaves kv_cache_dtype
+# at auto (vLLM: ModelOptFp8Config / ModelOptNvFp4Config kv_cache_quant_algo; TensorRT-LLM: QuantConfig
+# kv_cache_quant_algo read from hf_quant_config.json).
+_MODELOPT_CHECKPOINT = re.compile(r"^nvidia/.+-(fp8|fp4|nvfp4)$", re.IGNORECASE)
+
+
+def run_kv_dtype(r: Mapping[str, Any]) -> str:
+    """The KV-cache dtype the run used: the row's, with ``auto`` resolved where the checkpoint decides it."""
+    kv = str(r.get("kv_dtype") or "") or "auto"
+    if kv == "auto" and _MODELOPT_CHECKPOINT.match(str(r.get("orig_model") or r.get("model") or "")):
+        return "fp8"
+    return kv
+
+
+def unmodelled_layout(r: Mapping[str, Any], dp: float, moe: bool) -> str:
+    """Why the row's latency cannot be fitted as the cost model represents it ('' = it can): attention data
+    parallelism (dp ranks sharing the experts, not independent replicas) and expert parallelism."""
+    m = _ATTENTION_DP.search(str(r.get("notes") or ""))
+    if (m and int(m.group(1)) > 1) or (moe and dp > 1):
+        return "attention data parallelism (dp > 1 sharing one model) is not modelled"
+    ep = _f(r.get("ep"))
+    if not math.isnan(ep) and ep > 1:
+        return "expert parallelism (ep > 1) is not modelled"
+    return ""
+
+
+def duplicate_latency(rows: Sequence[Mapping[str, Any]], catalog: Catalog) -> dict[str, str]:
+    """Rows whose TTFT and TPOT repeat another row's of the same source exactly, with the reason each is left
+    out (independent sources, users' ingests among them, may well agree to the digit): all but the
+    first (by row_id) when the rows state one layout (the same architecture, whatever its release name or the
+    engine release's label), all of them when they disagree on it."""
+
+    def arch(r: Mapping[str, Any]) -> str:
+        spec = catalog.resolve_model(str(r.get("model") or ""))
+        if spec is None:
+            return str(r.get("model") or "")
+        return json.dumps(spec.model_dump(exclude=_NAMING_FIELDS), sort_keys=True)
+
+    groups: dict[tuple[str, float, float], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        ttft, tpot = _f(r.get("ttft_ms")), _f(r.get("tpot_ms"))
+        if not (math.isnan(ttft) or math.isnan(tpot)):
+            groups.setdefault((str(r.get("source_id") or ""), ttft, tpot), []).append(r)
+    out: dict[str, str] = {}
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        layouts = {(arch(g), *(str(g.get(k) if g.get(k) is not None else "") for k in _LAYOUT_FIELDS)) for g in group}
+        for i, g in enumerate(group):
+            if len(layouts) > 1:
+                out[str(g.get("row_id") or "")] = DUPLICATE_CONFLICT
+            elif i:
+                out[str(g.get("row_id") or "")] = DUPLICATE
+    return out
+
+
+def unqueued_overload(tables: Tables, ms: MeasurementSet) -> NDArray[np.bool_]:
+    """Closed-loop rows whose clients per replica exceed the sequences the model lets the replica hold (KV cache
+    at mean occupancy, within max batch), yet whose measured TTFT is far below the wait such a queue makes."""
+    if not len(ms):
+        return np.zeros(0, dtype=bool)
+    s = static_terms(tables, ms.cand)
+    per_replica = ms.cand.load / np.maximum(ms.cand.replicas, 1.0)
+    rounds = per_replica / np.maximum(s.cap_mean, 1.0) - 1.0
+    wait_s = rounds * ms.cand.output_tok * ms.y[:, 2]
+    closed = ms.cand.mode == MODES["concurrency"]
+    with np.errstate(invalid="ignore"):
+        return closed & (rounds > 0) & np.isfinite(ms.y[:, 1]) & (ms.y[:, 1] < QUEUE_EVIDENCE_SHARE * wait_s)
 
 
 def predict_metrics(tables: Tables, ms: MeasurementSet, params: Params, static: Static | None = None,
@@ -226,6 +344,17 @@ def calibration_engine(engine: str, vendor: str) -> str:
     return engine if vendor == "nvidia" else f"{engine}-{vendor}"
 
 
+def model_class(spec: Any) -> str:
+    """dense, moe or mla (MLA attention, whatever its MLP) of a catalog ModelSpec."""
+    if getattr(spec, "mla_kv_lora_rank", None):
+        return "mla"
+    return "moe" if getattr(spec, "num_experts", None) else "dense"
+
+
+def class_key(engine: str, cls: str) -> str:
+    return f"{engine}/{cls}"
+
+
 def segment_key(level: str, key: tuple[str, str, str, str]) -> str:
     engine, arch, gpu, dtype = key
     return {"global": "global", "engine": engine, "engine/arch": f"{engine}/{arch}",
@@ -238,40 +367,99 @@ def parent_key(level: str, key: tuple[str, str, str, str]) -> str:
 
 @dataclass
 class Calibration:
-    """Fitted parameters by segment (log-space vectors in PARAM_NAMES order), and how each was fitted."""
+    """Fitted parameters by segment (log-space vectors in PARAM_NAMES order), and how each was fitted.
+
+    GPU segments (``LEVELS``) give every parameter; below the engine level they fit only the hardware ones and
+    carry the engine's software overheads. Class segments (``engine/<class>``, level ``CLASS_LEVEL``) give the
+    software overheads of one engine and model class, and override the GPU segment's for that class."""
 
     segments: dict[str, dict[str, Any]]          # key -> {"level", "params": {name: value}, "n": rows}
     generation: dict[str, float]                 # engine -> speed factor of releases before the current one
     data_sha256: str = ""
     n_measurements: int = 0
+    harness: dict[str, float] = field(default_factory=dict)   # source -> its harness's TTFT, s (not predicted)
+    anchors: list[dict[str, Any]] = field(default_factory=list)  # users' measurements (service/core/residuals.py)
+    _residuals: Residuals | None = field(default=None, repr=False, compare=False)
+
+    def residuals(self) -> Residuals:
+        """The residual correction of the users' measurements (built once per calibration)."""
+        if self._residuals is None:
+            self._residuals = Residuals(self.anchors)
+        return self._residuals
 
     def vector(self, key: str) -> F:
         return np.log([self.segments[key]["params"][n] for n in PARAM_NAMES])
 
     def lookup(self, key: tuple[str, str, str, str]) -> tuple[str, dict[str, Any]]:
-        """The most specific fitted segment for (engine, arch, gpu, dtype)."""
+        """The most specific fitted GPU segment for (engine, arch, gpu, dtype)."""
         for level in reversed(LEVELS):
             k = segment_key(level, key)
             if k in self.segments:
                 return k, self.segments[k]
         return "global", self.segments["global"]
 
-    def params_for(self, keys: Sequence[tuple[str, str, str, str]], current: NDArray[np.bool_] | None = None) -> Params:
-        mat = np.exp(np.stack([self.vector(self.lookup(k)[0]) for k in keys])) if keys else np.zeros((0, 7))
+    def overheads(self, key: tuple[str, str, str, str], cls: str) -> tuple[str, dict[str, Any]]:
+        """The segment that owns the software overheads of a prediction for model class ``cls``: the engine's
+        class segment where one is fitted, else the engine's (else the global one)."""
+        for k in (class_key(key[0], cls) if cls else None, key[0]):
+            if k is not None and k in self.segments:
+                return k, self.segments[k]
+        return "global", self.segments["global"]
+
+    def log_matrix(self, keys: Sequence[tuple[str, str, str, str]], classes: Sequence[str] | None = None) -> F:
+        """(n, len(PARAM_NAMES)) log-parameters of each key (and model class): the hardware efficiencies of its
+        most specific GPU segment, the software overheads of ``overheads``."""
+        if not keys:
+            return np.zeros((0, len(PARAM_NAMES)))
+        memo: dict[tuple[tuple[str, str, str, str], str], F] = {}
+        sw = [PARAM_NAMES.index(n) for n in SOFTWARE_PARAMS]
+        rows = []
+        for k, c in zip(keys, classes if classes is not None else [""] * len(keys), strict=True):
+            v = memo.get((k, c))
+            if v is None:
+                v = self.vector(self.lookup(k)[0])
+                v[sw] = self.vector(self.overheads(k, c)[0])[sw]
+                memo[(k, c)] = v
+            rows.append(v)
+        return np.stack(rows)
+
+    def params_for(self, keys: Sequence[tuple[str, str, str, str]], current: NDArray[np.bool_] | None = None,
+                   classes: Sequence[str] | None = None) -> Params:
+        mat = np.exp(self.log_matrix(keys, classes)) if keys else np.zeros((0, len(PARAM_NAMES)))
         if current is not None:
             factor = np.asarray([1.0 if cur else self.generation.get(k[0], 1.0)
                                  for k, cur in zip(keys, current, strict=True)])
             mat = _apply_generation(mat, factor)
         return Params.from_matrix(mat)
 
+    def harness_s(self, sources: Sequence[str]) -> F:
+        """Each measurement's harness TTFT (0 for a source the fit never saw)."""
+        return np.asarray([self.harness.get(src, 0.0) for src in sources], dtype=np.float64)
+
     def to_json(self) -> dict[str, Any]:
         return {"levels": list(LEVELS), "param_names": list(PARAM_NAMES), "segments": self.segments,
-                "generation": self.generation}
+                "generation": self.generation, "harness": self.harness, "anchors": self.anchors}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], data_sha256: str = "", n: int = 0) -> Calibration:
         return cls(segments=dict(data["segments"]), generation=dict(data["generation"]), data_sha256=data_sha256,
-                   n_measurements=n)
+                   n_measurements=n, harness=dict(data.get("harness") or {}), anchors=list(data.get("anchors") or []))
+
+
+def with_anchors(tables: Tables, ms: MeasurementSet, cal: Calibration) -> Calibration:
+    """``cal`` with the anchors of the users' measurements among ``ms`` (their residuals under ``cal``)."""
+    pred = predict_metrics(tables, ms, cal.params_for(ms.keys, ms.current, ms.classes))
+    anchors = anchors_of(tables, ms.cand, ms.y, pred, ms.keys, ms.sources, ms.row_ids)
+    return Calibration(segments=cal.segments, generation=cal.generation, data_sha256=cal.data_sha256,
+                       n_measurements=cal.n_measurements, harness=cal.harness, anchors=anchors)
+
+
+def predict_measured(tables: Tables, ms: MeasurementSet, cal: Calibration) -> F:
+    """What each measurement should read under ``cal``: the deployment's prediction plus its source's harness
+    TTFT (a harness the fit did not see adds nothing)."""
+    pred = predict_metrics(tables, ms, cal.params_for(ms.keys, ms.current, ms.classes))
+    pred[:, 1] += cal.harness_s(ms.sources)
+    return pred
 
 
 def _apply_generation(mat: F, factor: F) -> F:
@@ -298,89 +486,153 @@ def _residuals(pred: F, ms: MeasurementSet) -> F:
     return np.where(np.isfinite(r), r, 0.0).ravel()
 
 
+@dataclass
+class LevelFit:
+    """What one level's least-squares problem fits beside its segments' parameters."""
+
+    free: NDArray[np.bool_] | None = None      # the parameters the level fits (None: all)
+    base: F | None = None                      # (n_rows, n_p) log-parameters of the rows for the others
+    harness_s: F | None = None                 # (n_rows,) fixed harness TTFT added to the prediction
+    fit_generation: bool = False
+    fit_harness: bool = False                  # fit one harness TTFT per source (then harness_s is ignored)
+
+
 def _fit_level(tables: Tables, ms: MeasurementSet, seg_of_row: NDArray[np.int64], prior: F,
-               generation: F, lo: F, hi: F, fit_generation: bool) -> tuple[F, F]:
-    """Fit one level: ``prior`` (n_seg, 7) log-params; returns (fitted (n_seg, 7), generation log-factors)."""
+               generation: F, lo: F, hi: F, fit_generation: bool, how: LevelFit | None = None) -> tuple[F, F]:
+    """Fit one level: ``prior`` (n_seg, 7) log-params; returns (fitted (n_seg, 7), generation log-factors).
+    With ``how.fit_harness`` the returned generation vector is followed by one log harness TTFT per source of
+    ``sorted(set(ms.sources))``."""
+    how = how or LevelFit(fit_generation=fit_generation)
     n_seg, n_p = prior.shape
+    free = np.ones(n_p, dtype=bool) if how.free is None else how.free
+    n_f = int(free.sum())
     n_rows = len(ms)
     engines = sorted({k[0] for k in ms.keys})
     eng_idx = np.asarray([engines.index(k[0]) for k in ms.keys], dtype=np.int64)
     n_gen = len(engines) if fit_generation else 0
+    srcs = sorted(set(ms.sources)) if how.fit_harness else []
+    src_idx = np.asarray([srcs.index(x) for x in ms.sources], dtype=np.int64) if srcs else np.zeros(0, np.int64)
+    n_h = len(srcs)
+    base = np.zeros((n_rows, n_p)) if how.base is None else how.base
+    fixed_h = np.zeros(n_rows) if how.harness_s is None else how.harness_s
+    h_prior = math.log(HARNESS_PRIOR_S)
     valid = np.isfinite(ms.y) & (ms.y > 0)
     static = static_terms(tables, ms.cand)
     split = split_modes(static)
 
-    def unpack(x: F) -> tuple[F, F]:
-        theta = x[: n_seg * n_p].reshape(n_seg, n_p)
-        gen = x[n_seg * n_p:] if fit_generation else generation
-        return theta, gen
+    def unpack(x: F) -> tuple[F, F, F]:
+        theta = prior.copy()
+        theta[:, free] = x[: n_seg * n_f].reshape(n_seg, n_f)
+        gen = x[n_seg * n_f: n_seg * n_f + n_gen] if fit_generation else generation
+        return theta, gen, x[n_seg * n_f + n_gen:]
 
     def fun(x: F) -> F:
-        theta, gen = unpack(x)
-        mat = np.exp(theta[seg_of_row])
+        theta, gen, h = unpack(x)
+        logm = base.copy()
+        logm[:, free] = theta[seg_of_row][:, free]
+        mat = np.exp(logm)
         factor = np.where(ms.current, 1.0, np.exp(gen[eng_idx])) if len(gen) else np.ones(n_rows)
         p = Params.from_matrix(_apply_generation(mat, factor))
         pred = predict_metrics(tables, ms, p, static, split)
+        pred[:, 1] += np.exp(h[src_idx]) if n_h else fixed_h
         data = np.where(valid, np.log(np.maximum(pred, 1e-12) / np.where(valid, ms.y, 1.0)), 0.0).ravel()
         data = np.where(np.isfinite(data), data, 5.0)
-        reg = math.sqrt(PRIOR_ROWS) * (theta - prior).ravel() / PRIOR_SIGMA_LOG
-        return np.concatenate([data, reg])
+        reg = math.sqrt(PRIOR_ROWS) * (theta[:, free] - prior[:, free]).ravel() / PRIOR_SIGMA_LOG
+        reg_h = math.sqrt(PRIOR_ROWS) * (h - h_prior) / HARNESS_SIGMA_LOG
+        return np.concatenate([data, reg, reg_h])
 
-    n_x = n_seg * n_p + n_gen
-    # residual rows 3r..3r+2 depend on their segment's parameters (and the engine's generation factor);
-    # prior row i depends on parameter i
-    r3 = np.repeat(np.arange(n_rows * 3), n_p)
-    c3 = (np.repeat(seg_of_row, 3)[:, None] * n_p + np.arange(n_p)[None, :]).ravel()
-    rows_i, cols_i = [r3, n_rows * 3 + np.arange(n_seg * n_p)], [c3, np.arange(n_seg * n_p)]
+    n_x = n_seg * n_f + n_gen + n_h
+    # residual rows 3r..3r+2 depend on their segment's parameters (and the engine's generation factor, the
+    # source's harness); prior row i depends on parameter i
+    r3 = np.repeat(np.arange(n_rows * 3), n_f)
+    c3 = (np.repeat(seg_of_row, 3)[:, None] * n_f + np.arange(n_f)[None, :]).ravel()
+    n_reg = n_seg * n_f
+    rows_i, cols_i = [r3, n_rows * 3 + np.arange(n_reg)], [c3, np.arange(n_reg)]
     if n_gen:
         rows_i.append(np.arange(n_rows * 3))
-        cols_i.append(n_seg * n_p + np.repeat(eng_idx, 3))
+        cols_i.append(n_reg + np.repeat(eng_idx, 3))
+    if n_h:
+        rows_i += [3 * np.arange(n_rows) + 1, n_rows * 3 + n_reg + np.arange(n_h)]
+        cols_i += [n_reg + n_gen + src_idx, n_reg + n_gen + np.arange(n_h)]
     rr, cc = np.concatenate(rows_i), np.concatenate(cols_i)
-    sparsity = coo_matrix((np.ones(len(rr), dtype=np.int8), (rr, cc)), shape=(n_rows * 3 + n_seg * n_p, n_x))
-    x0 = np.concatenate([np.clip(prior, lo, hi).ravel(), np.zeros(n_gen)])
-    lb = np.concatenate([np.tile(lo, n_seg), np.full(n_gen, math.log(0.05))])
-    ub = np.concatenate([np.tile(hi, n_seg), np.full(n_gen, math.log(2.0))])
+    sparsity = coo_matrix((np.ones(len(rr), dtype=np.int8), (rr, cc)), shape=(n_rows * 3 + n_reg + n_h, n_x))
+    h_lo, h_hi = (math.log(b) for b in HARNESS_BOUNDS_S)
+    x0 = np.concatenate([np.clip(prior[:, free], lo[free], hi[free]).ravel(), np.zeros(n_gen), np.full(n_h, h_prior)])
+    lb = np.concatenate([np.tile(lo[free], n_seg), np.full(n_gen, math.log(0.05)), np.full(n_h, h_lo)])
+    ub = np.concatenate([np.tile(hi[free], n_seg), np.full(n_gen, math.log(2.0)), np.full(n_h, h_hi)])
     sol = least_squares(fun, x0, bounds=(lb, ub), jac_sparsity=sparsity.tocsr(), loss="soft_l1",
                         f_scale=LOSS_SCALE_LOG, max_nfev=MAX_NFEV_PER_LEVEL, x_scale=1.0, method="trf")
-    theta, gen = unpack(sol.x)
-    return theta, gen
+    theta, gen, h = unpack(sol.x)
+    return theta, np.concatenate([gen, h]) if n_h else gen
+
+
+def _latency_support(ms: MeasurementSet, rows: NDArray[np.int64]) -> dict[str, int]:
+    """How many latency measurements, architectures and sources rows ``rows`` hold."""
+    lat = rows[np.isfinite(ms.y[rows, 1]) | np.isfinite(ms.y[rows, 2])]
+    return {"latency_n": len(lat), "architectures": len({int(ms.cand.model[i]) for i in lat}),
+            "sources": len({ms.sources[i] for i in lat})}
+
+
+def _parent_segment(level: str, key: tuple[str, str, str, str]) -> str:
+    return segment_key("engine" if level == CLASS_LEVEL else LEVELS[LEVELS.index(level) - 1], key)
+
+
+def _store(segments: dict[str, dict[str, Any]], seg: str, level: str, theta: F, n: int, support: dict[str, int],
+           owns: Sequence[str]) -> None:
+    segments[seg] = {"level": level, "n": n, **support, "owns": list(owns),
+                     "params": {name: float(v) for name, v in zip(PARAM_NAMES, np.exp(theta), strict=True)}}
 
 
 def fit(tables: Tables, ms: MeasurementSet, constants: CostConstants) -> Calibration:
-    """Fit every level top-down. Deterministic for the same rows in the same order."""
+    """Fit every level top-down: global and engine (every parameter, and each source's harness TTFT at the
+    global level), then the engine x model-class software overheads where latency measurements of several
+    architectures support them, then the GPU levels' hardware efficiencies. Deterministic for the same rows in
+    the same order."""
     x0, lo, hi = _bounds(constants)
     engines = sorted({k[0] for k in ms.keys})
-    segments: dict[str, dict[str, Any]] = {}
+    cal = Calibration(segments={}, generation={}, n_measurements=len(ms))
     generation = np.zeros(len(engines))
-    theta_by_key: dict[str, F] = {}
-    for level in LEVELS:
-        seg_keys = sorted({segment_key(level, k) for k in ms.keys}) if len(ms) else []
+    hw = np.asarray([n in HARDWARE_PARAMS for n in PARAM_NAMES])
+    harness = np.zeros(len(ms))
+    for level in ("global", "engine", CLASS_LEVEL, *LEVELS[2:]):
+        if level == CLASS_LEVEL:
+            seg_of = [class_key(k[0], c) for k, c in zip(ms.keys, ms.classes, strict=True)]
+        else:
+            seg_of = [segment_key(level, k) for k in ms.keys]
+        seg_keys = sorted(set(seg_of))
+        rows_of = {sk: np.asarray([i for i, x in enumerate(seg_of) if x == sk], dtype=np.int64) for sk in seg_keys}
+        support = {sk: _latency_support(ms, rows_of[sk]) for sk in seg_keys}
+        if level == CLASS_LEVEL:     # a class segment owns its overheads only with several architectures
+            seg_keys = [sk for sk in seg_keys if support[sk]["architectures"] >= MIN_ARCHITECTURES]
+        if not seg_keys:
+            continue
+        first = {sk: ms.keys[int(rows_of[sk][0])] for sk in seg_keys}
         if level == "global":
-            seg_keys = ["global"]
             prior = x0[None, :]
         else:
-            parents = {}
-            for k in ms.keys:
-                parents[segment_key(level, k)] = parent_key(level, k)
-            prior = np.stack([theta_by_key[parents[s]] for s in seg_keys])
-        if not len(ms):
-            theta = prior
-        else:
-            pos = {s: i for i, s in enumerate(seg_keys)}
-            seg_of_row = np.asarray([pos[segment_key(level, k)] for k in ms.keys], dtype=np.int64)
-            theta, gen = _fit_level(tables, ms, seg_of_row, prior, generation, lo, hi,
-                                    fit_generation=level == "global")
-            if level == "global":
-                generation = gen
-        counts: dict[str, int] = {}
-        for k in ms.keys:
-            counts[segment_key(level, k)] = counts.get(segment_key(level, k), 0) + 1
-        for i, s in enumerate(seg_keys):
-            theta_by_key[s] = theta[i]
-            segments[s] = {"level": level, "n": counts.get(s, 0),
-                           "params": {n: float(v) for n, v in zip(PARAM_NAMES, np.exp(theta[i]), strict=True)}}
-    gen_map = {e: float(np.exp(g)) for e, g in zip(engines, generation, strict=True)}
-    return Calibration(segments=segments, generation=gen_map, n_measurements=len(ms))
+            prior = np.stack([cal.vector(_parent_segment(level, first[sk])) for sk in seg_keys])
+        free = None if level in ("global", "engine") else (~hw if level == CLASS_LEVEL else hw)
+        sel = np.concatenate([rows_of[sk] for sk in seg_keys])
+        sub = ms.take(sel)
+        pos = {sk: i for i, sk in enumerate(seg_keys)}
+        seg_of_row = np.asarray([pos[seg_of[i]] for i in sel], dtype=np.int64)
+        base = None if free is None else cal.log_matrix(sub.keys, sub.classes)
+        how = LevelFit(free=free, base=base, harness_s=harness[sel], fit_generation=level == "global",
+                       fit_harness=level == "global")
+        theta, extra = _fit_level(tables, sub, seg_of_row, prior, generation, lo, hi, level == "global", how)
+        if level == "global":
+            generation = extra[: len(engines)]
+            srcs = sorted(set(sub.sources))
+            cal.harness = {src: float(np.exp(v)) for src, v in zip(srcs, extra[len(engines):], strict=True)}
+            cal.generation = {e: float(np.exp(g)) for e, g in zip(engines, generation, strict=True)}
+            harness = cal.harness_s(ms.sources)
+        owns = PARAM_NAMES if free is None else [n for n, f in zip(PARAM_NAMES, free, strict=True) if f]
+        for i, sk in enumerate(seg_keys):
+            _store(cal.segments, sk, level, theta[i], len(rows_of[sk]), support[sk], owns)
+    if "global" not in cal.segments:
+        _store(cal.segments, "global", "global", x0, 0, {"latency_n": 0, "architectures": 0, "sources": 0},
+               PARAM_NAMES)
+    return cal
 
 
 def data_fingerprint(ms: MeasurementSet) -> str:
@@ -427,7 +679,7 @@ def cross_validate(tables: Tables, ms: MeasurementSet, constants: CostConstants,
         train = np.flatnonzero(labels != src)
         cal = fit(tables, ms.take(train), constants)
         test = ms.take(held)
-        pred[held] = predict_metrics(tables, test, cal.params_for(test.keys, test.current))
+        pred[held] = predict_measured(tables, test, cal)
         for i, k in zip(held, test.keys, strict=True):
             seg_used[i] = cal.lookup(k)[0]
     report = error_report(ms, pred, seg_used)

@@ -29,11 +29,15 @@ import numpy as np
 
 from gpu_catalog.schema import CostConstants
 from service.core.calibration import (
+    HARDWARE_PARAMS,
     LEVELS,
     Calibration,
+    LevelFit,
     MeasurementSet,
     _bounds,
     _fit_level,
+    _latency_support,
+    _store,
     segment_key,
 )
 from service.core.costmodel import PARAM_NAMES, Tables
@@ -49,7 +53,9 @@ def refit_segments(tables: Tables, ms: MeasurementSet, constants: CostConstants,
 
     Returns the new calibration and the refitted segment keys (top-down)."""
     _, lo, hi = _bounds(constants)
-    segments: dict[str, dict[str, Any]] = copy.deepcopy(base.segments)
+    cal = Calibration(segments=copy.deepcopy(base.segments), generation=dict(base.generation), n_measurements=len(ms),
+                      harness=dict(base.harness))
+    hw = np.asarray([n in HARDWARE_PARAMS for n in PARAM_NAMES])
     keys = sorted(set(new_keys))
     refitted: list[str] = []
     for level in REFIT_LEVELS:
@@ -58,16 +64,16 @@ def refit_segments(tables: Tables, ms: MeasurementSet, constants: CostConstants,
             rows = np.flatnonzero([segment_key(level, k) == seg for k in ms.keys])
             if not len(rows):
                 continue
-            parent = _ancestor(segments, level, key)
-            prior = np.log([segments[parent]["params"][n] for n in PARAM_NAMES])[None, :]
+            prior = cal.vector(_ancestor(cal.segments, level, key))[None, :]
             sub = ms.take(rows)
             generation = np.log([base.generation.get(key[0], 1.0)])
+            # the hardware efficiencies only: the software overheads stay the engine's and its classes'
+            how = LevelFit(free=hw, base=cal.log_matrix(sub.keys, sub.classes), harness_s=cal.harness_s(sub.sources))
             theta, _ = _fit_level(tables, sub, np.zeros(len(sub), dtype=np.int64), prior, generation, lo, hi,
-                                  fit_generation=False)
-            segments[seg] = {"level": level, "n": len(sub),
-                             "params": {n: float(v) for n, v in zip(PARAM_NAMES, np.exp(theta[0]), strict=True)}}
+                                  fit_generation=False, how=how)
+            _store(cal.segments, seg, level, theta[0], len(sub), _latency_support(ms, rows),
+                   [n for n in PARAM_NAMES if n in HARDWARE_PARAMS])
             refitted.append(seg)
-    cal = Calibration(segments=segments, generation=dict(base.generation), n_measurements=len(ms))
     return cal, refitted
 
 

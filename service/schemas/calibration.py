@@ -48,13 +48,19 @@ class ErrorReport(BaseModel):
 
 
 class Segment(BaseModel):
-    key: str = Field(description="global, <engine>, <engine>/<architecture>, <engine>/<gpu> or "
-                     "<engine>/<gpu>/<weight dtype>")
-    level: Literal["global", "engine", "engine/arch", "engine/gpu", "engine/gpu/dtype"] = Field(
+    key: str = Field(description="global, <engine>, <engine>/<architecture>, <engine>/<gpu>, "
+                     "<engine>/<gpu>/<weight dtype>, or <engine>/<dense|moe|mla> (software overheads of a model class)")
+    level: Literal["global", "engine", "engine/arch", "engine/gpu", "engine/gpu/dtype", "engine/class"] = Field(
         description="the segment's level, general to specific")
     parent: str | None = Field(description="the segment it is shrunk toward (its prior)")
     measurements: int = Field(description="measurements it was fitted on")
     params: dict[str, float] = Field(description="fitted parameters (see `parameters` for units)")
+    owns: list[str] | None = Field(default=None, description="the parameters this segment fitted; the others are "
+                                   "its parent's (hardware efficiencies below the engine level, software overheads "
+                                   "at engine/class)")
+    latency_measurements: int | None = Field(default=None, description="TTFT/TPOT measurements among them")
+    architectures: int | None = Field(default=None, description="model architectures among the latency measurements")
+    latency_sources: int | None = Field(default=None, description="sources of the latency measurements")
 
 
 class Fallback(BaseModel):

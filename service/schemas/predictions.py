@@ -350,6 +350,14 @@ class Confidence(BaseModel):
                     "engine or global)")
     measurements: int = Field(description="benchmark measurements that segment was fitted on")
     calibration_version: int | None = Field(description="the calibration version used (GET /v1/calibration/{version})")
+    overheads_segment: str | None = Field(
+        default=None, description="the segment whose software overheads (per request, per step, all-reduce latency) "
+        "the prediction uses: <engine>/<dense|moe|mla> where latency measurements of several architectures support "
+        "one, else the GPU segment (which inherits them from the engine)")
+    latency_measurements: int | None = Field(
+        default=None, description="TTFT/TPOT measurements behind those overheads (None: a calibration fitted before "
+        "they were counted)")
+    latency_architectures: int | None = Field(default=None, description="model architectures among them")
 
 
 class ResolvedSettings(BaseModel):

@@ -41,11 +41,11 @@ UNRELATED = {
     "8b-a100-trtllm": {"model": MODEL_8B, "deployment": {"gpu": "a100-80gb-sxm", "weight_dtype": "fp16",
                                                          "engine": "trtllm"},
                        "workload": FIXTURE_WORKLOAD},
-    # same GPU and engine, another dtype: a segment of its own (fitted on its own rows)
-    "8b-h100-vllm-fp8": {"model": MODEL_8B, "deployment": {"gpu": "h100-sxm", "weight_dtype": "fp8",
-                                                           "engine": "vllm"},
-                         "workload": FIXTURE_WORKLOAD},
 }
+# Same GPU and engine, another dtype: no vLLM FP8 row on H100 is fitted (all 30 shipped ones use expert or attention
+# data parallelism), so it inherits the H100 segment the new row refits; the residual correction stays in its dtype.
+SAME_GPU_OTHER_DTYPE = {"model": MODEL_8B, "deployment": {"gpu": "h100-sxm", "weight_dtype": "fp8", "engine": "vllm"},
+                        "workload": FIXTURE_WORKLOAD}
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +124,9 @@ def test_a_vllm_result_moves_its_own_configuration_toward_it_and_nothing_unrelat
     before = predict(api, target)
     searched_before = searched_and_predicted(api)
     before_unrelated = {name: predict(api, body) for name, body in UNRELATED.items()}
+    other_gpu = {**target, "deployment": {**target["deployment"], "gpu": "h200-sxm"}}
+    before_other_gpu = predict(api, other_gpu)["predicted"]
+    before_other_dtype = predict(api, SAME_GPU_OTHER_DTYPE)["predicted"]
     count = stored_count(api)
 
     r = post(api, vllm_body())
@@ -164,6 +167,17 @@ def test_a_vllm_result_moves_its_own_configuration_toward_it_and_nothing_unrelat
     e0, e1 = _log_errors(before["predicted"], result), _log_errors(after["predicted"], result)
     assert sum(v * v for v in e1.values()) < sum(v * v for v in e0.values())
     assert e1["throughput"] < e0["throughput"] and e1["tpot"] < e0["tpot"]
+    # ... most of the way: within 10% of what was measured (the residual correction of users' measurements)
+    assert after["predicted"]["ttft_ms"] == pytest.approx(result["mean_ttft_ms"], rel=0.10)
+    assert after["predicted"]["tpot_ms"] == pytest.approx(result["mean_tpot_ms"], rel=0.10)
+    assert after["predicted"]["output_tok_s"] == pytest.approx(result["output_throughput"], rel=0.10)
+    # the same deployment on another GPU type moves by no more than 2%
+    # the same deployment on another GPU type, or in another dtype, moves by no more than 2%
+    other_after = predict(api, other_gpu)["predicted"]
+    dtype_after = predict(api, SAME_GPU_OTHER_DTYPE)["predicted"]
+    for field in ("ttft_ms", "tpot_ms", "output_tok_s"):
+        assert other_after[field] == pytest.approx(before_other_gpu[field], rel=0.02), field
+        assert dtype_after[field] == pytest.approx(before_other_dtype[field], rel=0.02), field
 
     # the search works with the new version too (the recommender keeps fitted parameters per calibration):
     # its figures of the deployment it ranks first are that deployment's prediction, and they moved
@@ -475,7 +489,9 @@ def test_concurrent_ingests_build_on_each_other(api: TestClient) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     start = calibration(api)["version"]
-    bodies = [{"format": "rows", "rows": [_row("lab-t4-1", "t4", "fp16")]},
+    # (GPUs without shipped vLLM rows that hold the 8B model: a run the modelled memory cannot hold without a queue
+    # its TTFT does not show is not fitted, service/core/calibration.unqueued_overload)
+    bodies = [{"format": "rows", "rows": [_row("lab-ada-1", "rtx-6000-ada", "fp16")]},
               {"format": "rows", "rows": [_row("lab-a10-1", "a10", "bf16")]}]
     with ThreadPoolExecutor(max_workers=2) as pool:
         answers = list(pool.map(lambda b: post(api, b), bodies))
@@ -485,4 +501,4 @@ def test_concurrent_ingests_build_on_each_other(api: TestClient) -> None:
     newest = calibration(api)
     assert newest["version"] == start + 2 and newest["base_version"] == start + 1
     keys = {s["key"] for s in newest["segments"]}
-    assert {"vllm/t4/fp16", "vllm/a10/bf16"} <= keys
+    assert {"vllm/rtx-6000-ada/fp16", "vllm/a10/bf16"} <= keys

@@ -9,7 +9,19 @@ import numpy as np
 import pytest
 
 from gpu_catalog.loader import PUBLISHED_CSV, load_catalog, load_cost_constants
-from service.core.calibration import Calibration, MeasurementSet, ape, fit, predict_metrics, prepare
+from service.core.calibration import (
+    CLASS_LEVEL,
+    HARDWARE_PARAMS,
+    LEVELS,
+    SOFTWARE_PARAMS,
+    Calibration,
+    MeasurementSet,
+    ape,
+    fit,
+    predict_measured,
+    predict_metrics,
+    prepare,
+)
 from service.core.costmodel import PARAM_NAMES, Params, build_tables
 
 CATALOG = load_catalog()
@@ -67,3 +79,38 @@ def test_stored_form_round_trips(subset: MeasurementSet) -> None:
     back = Calibration.from_json(cal.to_json())
     keys, cur = subset.keys[:20], subset.current[:20]
     assert np.array_equal(back.params_for(keys, cur).eff_bw, cal.params_for(keys, cur).eff_bw)
+
+
+def test_parameters_are_keyed_by_what_varies(subset: MeasurementSet) -> None:
+    """Hardware efficiencies by GPU segment, software overheads by engine x model class where latency
+    measurements of several architectures support them, a harness TTFT per source that no prediction carries."""
+    cal = fit(TABLES, subset, CONSTANTS)
+    sw = [PARAM_NAMES.index(n) for n in SOFTWARE_PARAMS]
+    for key, seg in cal.segments.items():
+        if seg["level"] in LEVELS[2:]:          # below the engine: hardware only, overheads the engine's
+            assert seg["owns"] == list(HARDWARE_PARAMS), key
+            engine = key.split("/")[0]
+            assert [seg["params"][n] for n in SOFTWARE_PARAMS] == [cal.segments[engine]["params"][n]
+                                                                   for n in SOFTWARE_PARAMS], key
+        if seg["level"] == CLASS_LEVEL:
+            assert seg["owns"] == list(SOFTWARE_PARAMS) and seg["architectures"] >= 2, key
+    # every class with latency rows of several architectures got its segment, the others inherit the engine's
+    for (engine, *_), cls in set(zip(subset.keys, subset.classes, strict=True)):
+        rows = [i for i, (k, c) in enumerate(zip(subset.keys, subset.classes, strict=True))
+                if k[0] == engine and c == cls and np.isfinite(subset.y[i, 1:]).any()]
+        archs = {int(subset.cand.model[i]) for i in rows}
+        assert (f"{engine}/{cls}" in cal.segments) == (len(archs) >= 2), (engine, cls)
+    owned = [(k, s) for k, s in cal.segments.items() if s["level"] == CLASS_LEVEL]
+    assert owned, "the subset has a class with several architectures"
+    key, seg = owned[0]
+    engine, cls = key.split("/")
+    gpu_key = next(k for k, c in zip(subset.keys, subset.classes, strict=True) if k[0] == engine and c == cls)
+    with_class = np.log(cal.params_for([gpu_key], None, [cls]).step_overhead_s)
+    assert float(with_class[0]) == pytest.approx(np.log(seg["params"]["step_overhead_s"]))
+    assert cal.log_matrix([gpu_key], [cls])[0, sw].tolist() == pytest.approx(cal.vector(key)[sw].tolist())
+    # each source's harness TTFT is fitted, bounded, and added only to what a measurement reads
+    assert set(cal.harness) == set(subset.sources)
+    assert all(1e-5 * (1 - 1e-9) <= v <= 2.0 for v in cal.harness.values())
+    plain = predict_metrics(TABLES, subset, cal.params_for(subset.keys, subset.current, subset.classes))
+    measured = predict_measured(TABLES, subset, cal)
+    assert np.allclose(measured[:, 1] - plain[:, 1], cal.harness_s(subset.sources), equal_nan=True)

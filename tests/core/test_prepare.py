@@ -1,0 +1,84 @@
+"""What the calibration fits (service/core/calibration.prepare) on real shipped rows: duplicates once, layouts the
+model does not represent out of the latency fit, the KV dtype a checkpoint decides, and runs whose stated load
+the modelled memory cannot hold without a queue the measurement does not show."""
+
+from __future__ import annotations
+
+import csv
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpu_catalog.loader import PUBLISHED_CSV, load_catalog, load_cost_constants
+from service.core.calibration import DUPLICATE, DUPLICATE_CONFLICT, UNQUEUED_OVERLOAD, prepare
+from service.core.costmodel import build_tables
+
+CATALOG = load_catalog()
+CONSTANTS = load_cost_constants()
+TABLES = build_tables(CATALOG, CONSTANTS)
+
+
+@pytest.fixture(scope="module")
+def row() -> dict[str, Any]:
+    """A shipped closed-loop run of dense Qwen3-32B FP8 on one H100 (TensorRT-LLM, 8 clients;
+    TTFT and TPOT, no throughput)."""
+    with PUBLISHED_CSV.open(encoding="utf-8", newline="") as fh:
+        for r in csv.DictReader(fh):
+            if (r["model_family"] == "qwen3-32b" and r["gpu"] == "h100-sxm" and r["engine"] == "trtllm"
+                    and r["tp"] == "1" and r["mode"] == "concurrency" and r["concurrency"] == "8"
+                    and r["ttft_ms"] and r["tpot_ms"] and not r["output_tok_s"]):
+                return dict(r)
+    raise AssertionError("no such shipped row")
+
+
+def _copy(r: dict[str, Any], row_id: str, **changes: Any) -> dict[str, Any]:
+    return {**r, "row_id": row_id, **changes}
+
+
+def test_duplicates_are_fitted_once(row: dict[str, Any]) -> None:
+    same = prepare([_copy(row, "a"), _copy(row, "b")], CATALOG, TABLES, CONSTANTS)
+    assert same.row_ids == ["a"] and same.skipped == {DUPLICATE: 1}
+    # the same figures stated for two layouts: which one ran is unknown, neither is fitted
+    other = prepare([_copy(row, "a"), _copy(row, "b", tp="2", gpu_count="2")], CATALOG, TABLES, CONSTANTS)
+    assert len(other) == 0 and other.skipped == {DUPLICATE_CONFLICT: 2}
+    # independent sources may agree to the digit (a user's run on another GPU): both are fitted
+    sources = prepare([_copy(row, "a"), _copy(row, "b", tp="2", gpu_count="2", source_id="user:1")],
+                      CATALOG, TABLES, CONSTANTS)
+    assert sources.row_ids == ["a", "b"] and not sources.skipped
+    distinct = prepare([_copy(row, "a"), _copy(row, "b", ttft_ms="1.5")], CATALOG, TABLES, CONSTANTS)
+    assert distinct.row_ids == ["a", "b"] and not distinct.skipped
+
+
+def test_unmodelled_layouts_leave_the_latency_fit(row: dict[str, Any]) -> None:
+    adp = _copy(row, "adp", notes="attention_dp=4; moe_tp=1")
+    ep = _copy(row, "ep", ep="2", ttft_ms="99", output_tok_s="1000")
+    ms = prepare([adp, ep, _copy(row, "plain", ttft_ms="1.5")], CATALOG, TABLES, CONSTANTS)
+    # the attention-DP row had only latencies: nothing is left of it; the EP row keeps its throughput
+    assert ms.row_ids == ["ep", "plain"]
+    assert np.isnan(ms.y[0, 1:]).all() and ms.y[0, 0] == 1000.0
+    assert np.isfinite(ms.y[1]).sum() == 2
+    assert sum(v for k, v in ms.skipped.items() if k.startswith("latency not fitted")) == 2
+
+
+def test_modelopt_checkpoints_run_an_fp8_kv_cache(row: dict[str, Any]) -> None:
+    fp8 = TABLES.kvdtype_ids.index("fp8")
+    ms = prepare([_copy(row, "nv", orig_model="nvidia/Qwen3-32B-FP8", weight_dtype="fp8"),
+                  _copy(row, "hf", orig_model="Qwen/Qwen3-32B-FP8", weight_dtype="fp8", ttft_ms="1.5")],
+                 CATALOG, TABLES, CONSTANTS)
+    assert ms.row_ids == ["hf", "nv"]
+    assert ms.cand.kvdtype.tolist() == [TABLES.kvdtype_ids.index("auto"), fp8]
+    # a stated KV dtype is kept as stated
+    stated = prepare([_copy(row, "nv", orig_model="nvidia/Qwen3-32B-FP8", weight_dtype="fp8", kv_dtype="bf16")],
+                     CATALOG, TABLES, CONSTANTS)
+    assert stated.cand.kvdtype.tolist() == [TABLES.kvdtype_ids.index("bf16")]
+
+
+def test_overloads_without_a_queue_are_left_out(row: dict[str, Any]) -> None:
+    # 64 clients on a max batch of 8: each client waits ~7 whole requests unless the run held more than 8
+    tpot_s = float(row["tpot_ms"]) / 1e3
+    wait_ms = 7 * float(row["output_tokens"]) * tpot_s * 1e3
+    fast = _copy(row, "fast", concurrency="64", max_batch="8")
+    queued = _copy(row, "queued", concurrency="64", max_batch="8", ttft_ms=str(wait_ms))
+    ms = prepare([fast, queued, _copy(row, "within", ttft_ms="1.5")], CATALOG, TABLES, CONSTANTS)
+    assert ms.row_ids == ["queued", "within"] and ms.skipped == {UNQUEUED_OVERLOAD: 1}
