@@ -52,6 +52,7 @@ from service.schemas.predictions import (
     PredictionRequest,
     PredictionResponse,
     ResolvedSettings,
+    Simulated,
     Workload,
 )
 from service.simulation import (
@@ -478,6 +479,9 @@ class Advisor:
             return analytic
         s = simulated(sim)
         r = sim.result
+        thr = 1.0
+        if res.correction is not None:     # users' measurements nearby: the factors the analytic figures got
+            s, thr = Advisor._corrected_simulated(s, res.correction[i])
         tpot = s.tpot_ms if s.tpot_ms is not None else LatencyStats(
             **{k: round(s.itl_ms.mean if s.itl_ms else 0.0, 3) for k in ("mean", "p50", "p90", "p95", "p99")})
         # the deployment's throughput: the simulated replica's times the replicas, a closed loop's scaled by the
@@ -492,11 +496,30 @@ class Advisor:
             "tpot_p99_ms": tpot.p99, "e2e_ms": s.e2e_ms.mean, "e2e_p95_ms": s.e2e_ms.p95,
             # tokens generated over the simulated window (in-flight requests' included), and the requests they
             # make at the workload's mean lengths: output = requests/s x output tokens holds
-            "output_tok_s": round(r.output_tok_s * scale, 2),
-            "total_tok_s": round(r.output_tok_s * scale * (wl.input_tokens + wl.output_tokens) / wl.output_tokens, 2),
-            "requests_per_s": round(r.output_tok_s * scale / wl.output_tokens, 4),
+            "output_tok_s": round(r.output_tok_s * thr * scale, 2),
+            "total_tok_s": round(r.output_tok_s * thr * scale * (wl.input_tokens + wl.output_tokens)
+                                 / wl.output_tokens, 2),
+            "requests_per_s": round(r.output_tok_s * thr * scale / wl.output_tokens, 4),
             "batch_per_replica": round(r.batch_mean, 2),
             "percentile_method": percentile_method(sim), "simulation": s})
+
+    @staticmethod
+    def _corrected_simulated(s: Simulated, factors: NDArray[np.float64]) -> tuple[Simulated, float]:
+        """The simulation's figures scaled by the correction of users' measurements (TTFT, TPOT and throughput
+        factors), as the analytic figures are: each statistic of one distribution by one factor, so their
+        order holds; E2E by the factor of its mean TTFT and decode parts. Also the throughput factor."""
+        f_ttft, f_tpot, f_thr = (float(v) for v in factors)
+
+        def scaled(st: LatencyStats | None, k: float, digits: int) -> LatencyStats | None:
+            return None if st is None else LatencyStats(**{q: round(v * k, digits)
+                                                            for q, v in st.model_dump().items()})
+
+        e2e, ttft = s.e2e_ms.mean, s.ttft_ms.mean
+        f_e2e = (f_ttft * ttft + f_tpot * (e2e - ttft)) / e2e if e2e > 0 else 1.0
+        return s.model_copy(update={
+            "ttft_ms": scaled(s.ttft_ms, f_ttft, 2), "tpot_ms": scaled(s.tpot_ms, f_tpot, 3),
+            "itl_ms": scaled(s.itl_ms, f_tpot, 3), "e2e_ms": scaled(s.e2e_ms, f_e2e, 2),
+            "replica_output_tok_s": round(s.replica_output_tok_s * f_thr, 2)}), f_thr
 
     @staticmethod
     def _analytic_predicted(res: Result, params: Params, i: int, wl: Workload) -> Predicted:

@@ -37,6 +37,8 @@ from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
 from service.core.costmodel import (
     ASSUMED_REQUESTS_PER_CLIENT,
+    MODE_CONCURRENCY,
+    MODE_RATE,
     MODES,
     PARAM_NAMES,
     Candidates,
@@ -51,7 +53,8 @@ from service.core.costmodel import (
     static_terms,
 )
 from service.core.engine_defaults import is_current, resolve
-from service.core.residuals import Residuals, anchors_of
+from service.core.residuals import USER_SOURCE_PREFIX, Residuals, anchors_of
+from service.core.simulate import PREDICTION_REQUESTS, Lengths, Load, replica, simulate
 
 MODELLED_ENGINES = ("vllm", "trtllm")
 LEVELS = ("global", "engine", "engine/arch", "engine/gpu", "engine/gpu/dtype")
@@ -447,11 +450,44 @@ class Calibration:
 
 
 def with_anchors(tables: Tables, ms: MeasurementSet, cal: Calibration) -> Calibration:
-    """``cal`` with the anchors of the users' measurements among ``ms`` (their residuals under ``cal``)."""
-    pred = predict_metrics(tables, ms, cal.params_for(ms.keys, ms.current, ms.classes))
+    """``cal`` with the anchors of the users' measurements among ``ms``: their residuals against what the
+    service predicts for them under ``cal``, the scheduler simulation's means where a prediction is simulated
+    (a closed loop or a request rate), so that the correction moves the figures a prediction reports."""
+    params = cal.params_for(ms.keys, ms.current, ms.classes)
+    pred = predict_metrics(tables, ms, params)
+    users = [i for i, src in enumerate(ms.sources) if src.startswith(USER_SOURCE_PREFIX)]
+    if users:
+        pred = pred.copy()
+        static = static_terms(tables, ms.cand)
+        for i in users:
+            sim = _simulated_means(static, params, i, ms.keys[i][0], bool(ms.thr_is_total[i]))
+            if sim is not None:
+                pred[i] = sim
     anchors = anchors_of(tables, ms.cand, ms.y, pred, ms.keys, ms.sources, ms.row_ids)
     return Calibration(segments=cal.segments, generation=cal.generation, data_sha256=cal.data_sha256,
                        n_measurements=cal.n_measurements, harness=cal.harness, anchors=anchors)
+
+
+def _simulated_means(static: Static, params: Params, i: int, engine: str, thr_is_total: bool) -> F | None:
+    """Row ``i``'s throughput, mean TTFT and mean TPOT (s) as POST /v1/predictions simulates its steady state
+    by default (service/simulation.py: one replica at its share of the load, 1,000 requests, seed 0, fixed
+    lengths; vLLM reserves KV as tokens are computed, TensorRT-LLM for the whole sequence); None for a mode
+    predictions do not simulate that way (offline, static batch)."""
+    mode, reps = int(static.mode[i]), max(float(static.replicas[i]), 1.0)
+    if mode == MODE_CONCURRENCY:
+        value = float(math.ceil(float(static.load[i]) / reps))
+        scale = float(static.load[i]) / value
+    elif mode == MODE_RATE:
+        value, scale = float(static.load[i]) / reps, reps
+    else:
+        return None
+    vllm = engine.startswith("vllm")
+    load = Load(mode, value, Lengths(float(static.isl[i])), Lengths(float(static.osl[i])),
+                requests=PREDICTION_REQUESTS, seed=0)
+    r = simulate(replica(static, params, i, chunked_prefill=True, reserve_full=not vllm), load)
+    out_tok_s = r.output_tok_s * scale
+    thr = out_tok_s * (static.isl[i] + static.osl[i]) / static.osl[i] if thr_is_total else out_tok_s
+    return np.asarray([thr, r.ttft_s.mean, r.tpot_s.mean])
 
 
 def predict_measured(tables: Tables, ms: MeasurementSet, cal: Calibration) -> F:

@@ -287,6 +287,9 @@ class Result:
     prefill_s: F                            # one prompt alone, no queueing
     overloaded: NDArray[np.bool_]           # open loop above capacity: TTFT grows without bound
     compute_bound_share: F                  # t_compute / (t_compute + t_memory) of the steady decode step
+    # (n, 3) factors on TTFT, TPOT and throughput from users' measurements nearby (residuals.corrected);
+    # None: no correction. A simulation of the same deployment is scaled by the same factors.
+    correction: F | None = None
 
 
 def _smooth_max(a: F, b: F) -> F:
@@ -509,6 +512,8 @@ def serve(s: Static, p: Params, split: ModeSplit | None = None) -> Result:
     out: dict[str, NDArray[Any]] = {}
     for f in fields(Result):
         first = getattr(parts[0][1], f.name)
+        if first is None:       # correction: set only after serving (residuals.corrected)
+            continue
         arr = np.empty(n, dtype=first.dtype)
         for idx, res in parts:
             arr[idx] = getattr(res, f.name)

@@ -123,7 +123,7 @@ def corrected(res: Result, factors: F, osl: F) -> Result:
     ttft, tpot, thr = res.ttft_s * factors[:, 0], res.tpot_s * factors[:, 1], factors[:, 2]
     return replace(res, ttft_s=ttft, tpot_s=tpot, e2e_s=ttft + (np.maximum(osl, 1.0) - 1.0) * tpot,
                    output_tok_s=res.output_tok_s * thr, total_tok_s=res.total_tok_s * thr,
-                   requests_s=res.requests_s * thr)
+                   requests_s=res.requests_s * thr, correction=factors)
 
 
 @dataclass

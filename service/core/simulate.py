@@ -64,6 +64,9 @@ F = NDArray[np.float64]
 # Requests measured per simulation by default: p99 then rests on the 20 slowest (benchmarks/sim_speed.py
 # times it; at this size a configuration takes tens of milliseconds).
 DEFAULT_REQUESTS = 2000
+# What POST /v1/predictions simulates by default: the p99 rests on the 10 slowest. A recommendation predicts each
+# candidate it offers, and a calibration anchors a user's measurement, with the same count, so all three agree.
+PREDICTION_REQUESTS = 1000
 # Share of the measured count simulated before measuring (warm-up; closed loops also drop the first wave),
 # and the requests drawn to follow them (arrivals that keep the load on until the measured requests finish;
 # only those sent by then are simulated: a heavy-tailed length can outlast many later requests).

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from service.core.simulate import PREDICTION_REQUESTS
+
 # Upper bounds that keep one request from asking for absurd work; generous for any real deployment.
 MAX_TOKENS_PER_REQUEST = 10_000_000
 MAX_CONCURRENCY = 1_000_000
@@ -28,10 +30,8 @@ HISTOGRAM_MEAN_TOLERANCE = 0.05
 # benchmarks/sim_speed.py measured 310,401 simulated requests/s on 2 cores).
 MIN_SIM_REQUESTS = 100
 MAX_SIM_REQUESTS = 20_000
-# Default: the p99 rests on the 10 slowest. A recommendation predicts each candidate it offers with the same
-# default (its figures are POST /v1/predictions'), several per request, within benchmarks/search_speed.py's
-# budget.
-DEFAULT_SIM_REQUESTS = 1000
+# Default: service.core.simulate.PREDICTION_REQUESTS (a recommendation and a calibration anchor use it too).
+DEFAULT_SIM_REQUESTS = PREDICTION_REQUESTS
 
 
 class LengthBin(_Body):

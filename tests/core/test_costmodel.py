@@ -252,7 +252,9 @@ def test_the_compiled_serving_solve_gives_the_interpreted_ones_figures(d: dict[s
         m.setattr(costmodel, "_root_block", costmodel._root_block.py_func)
         interpreted = run(c)
     for f in fields(Result):
-        assert np.array_equal(getattr(compiled, f.name), getattr(interpreted, f.name), equal_nan=True), f.name
+        got, want = getattr(compiled, f.name), getattr(interpreted, f.name)
+        # correction: none without users' measurements, in both
+        assert (got is None and want is None) or np.array_equal(got, want, equal_nan=True), f.name
 
 
 @settings(max_examples=20, deadline=None)
