@@ -1,0 +1,111 @@
+"""Admission control: a worker takes on only as much CPU-heavy work as it has cores, and says so at once.
+
+A recommendation searches thousands of candidates, a prediction may simulate a scheduler, an ingest refits the
+calibration: each is CPU work in a thread. Queued without a bound, every request waits behind all the others
+(seconds under load) and so do the cheap ones. This pure-ASGI middleware, in front of the app:
+
+- counts the CPU-heavy requests in flight in this worker (``HEAVY``); one beyond ``max_in_flight`` is answered
+  503 with ``Retry-After`` before its body is read, so the client can go elsewhere or come back;
+- answers every route but the health, metrics and docs routes 503 with ``Retry-After`` while the worker is
+  still starting (service/lifecycle.py says what is still loading), and the heavy ones while its compiled
+  kernels are still warming up;
+- never holds back ``/healthz``, ``/readyz``, ``/metrics`` or catalog reads: they do not count, and the first
+  three answer from the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from fastapi import FastAPI
+from prometheus_client import Counter, Gauge
+
+from service.api.operations import ASGIApp, Receive, Scope, Send
+from service.settings import Settings
+
+HEAVY = frozenset({("POST", "/v1/recommendations"), ("POST", "/v1/predictions"), ("POST", "/v1/benchmarks")})
+# Answered whatever the worker is doing (liveness, readiness, metrics, the docs pages and their schema).
+ALWAYS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/redoc",
+                    "/docs/oauth2-redirect"})
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity, which containers narrow), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:              # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def limit_for(settings: Settings) -> int:
+    return settings.max_in_flight or usable_cores()
+
+
+class AdmissionMiddleware:
+    def __init__(self, app: ASGIApp, owner: FastAPI, limit: int, retry_after_s: int) -> None:
+        self.app = app
+        self.owner = owner
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+        self.in_flight = 0              # touched only on the event loop: no lock needed
+        self._gauge: Gauge | None = None
+        self._shed: Counter | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") in ALWAYS:
+            await self.app(scope, receive, send)
+            return
+        heavy = (scope.get("method"), scope.get("path")) in HEAVY
+        life = getattr(self.owner.state, "lifecycle", None)
+        if life is not None and not life.ready:
+            await self._refuse(scope, send, "starting", "Starting", f"the service is starting: {life.describe()}")
+            return
+        if heavy and life is not None and life.warming:
+            await self._refuse(scope, send, "warming", "Warming up",
+                               f"this worker is still warming up ({', '.join(life.warming)}); retry shortly")
+            return
+        if not heavy:
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.limit:
+            await self._refuse(scope, send, "busy", "Busy",
+                               f"this worker is at its bound of {self.limit} CPU-heavy requests in flight "
+                               f"(MAX_IN_FLIGHT); retry after {self.retry_after_s} s")
+            return
+        self.in_flight += 1
+        self._metrics()[0].set(self.in_flight)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+            self._metrics()[0].set(self.in_flight)
+
+    def _metrics(self) -> tuple[Gauge, Counter]:
+        # made on first use: the app's registry (service/api/operations.py) exists once the app is built
+        if self._gauge is None or self._shed is None:
+            registry = self.owner.state.metrics.registry
+            self._gauge = Gauge("advisor_heavy_in_flight", "CPU-heavy requests this worker is working on",
+                                registry=registry)
+            self._shed = Counter("advisor_shed_total", "requests answered 503 with Retry-After, by reason",
+                                 ["reason"], registry=registry)
+        return self._gauge, self._shed
+
+    async def _refuse(self, scope: Scope, send: Send, reason: str, title: str, detail: str) -> None:
+        self._metrics()[1].labels(reason).inc()
+        problem: dict[str, Any] = {"type": "about:blank", "title": title, "status": 503, "detail": detail,
+                                   "instance": scope.get("path", ""), "retry_after_s": self.retry_after_s}
+        body = json.dumps(problem).encode()
+        await send({"type": "http.response.start", "status": 503,
+                    "headers": [(b"content-type", b"application/problem+json"),
+                                (b"retry-after", str(self.retry_after_s).encode()),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    """Add the middleware; install it before service/api/operations.py's, so that the request id, the log line
+    and the metrics cover the requests it answers."""
+    app.add_middleware(AdmissionMiddleware, owner=app, limit=limit_for(settings),
+                       retry_after_s=settings.retry_after_s)
