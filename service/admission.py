@@ -5,7 +5,8 @@ calibration: each is CPU work in a thread. Queued without a bound, every request
 (seconds under load) and so do the cheap ones. This pure-ASGI middleware, in front of the app:
 
 - counts the CPU-heavy requests in flight in this worker (``HEAVY``); one beyond ``max_in_flight`` is answered
-  503 with ``Retry-After`` before its body is read, so the client can go elsewhere or come back;
+  503 with ``Retry-After`` before its body is read, so the client can go elsewhere or come back; ingests are
+  bounded apart (``max_ingests_in_flight``);
 - answers every route but the health, metrics and docs routes 503 with ``Retry-After`` while the worker is
   still starting (service/lifecycle.py says what is still loading), and the heavy ones while its compiled
   kernels are still warming up;
@@ -25,7 +26,10 @@ from prometheus_client import Counter, Gauge
 from service.api.operations import ASGIApp, Receive, Scope, Send
 from service.settings import Settings
 
-HEAVY = frozenset({("POST", "/v1/recommendations"), ("POST", "/v1/predictions"), ("POST", "/v1/benchmarks")})
+HEAVY = frozenset({("POST", "/v1/recommendations"), ("POST", "/v1/predictions")})
+# Ingests (a refit each) have their own bound: they serialise on a database lock, so a second one in a worker only
+# waits, and searches should not crowd out writes.
+INGEST = ("POST", "/v1/benchmarks")
 # Answered whatever the worker is doing (liveness, readiness, metrics, the docs pages and their schema).
 ALWAYS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/redoc",
                     "/docs/oauth2-redirect"})
@@ -44,12 +48,12 @@ def limit_for(settings: Settings) -> int:
 
 
 class AdmissionMiddleware:
-    def __init__(self, app: ASGIApp, owner: FastAPI, limit: int, retry_after_s: int) -> None:
+    def __init__(self, app: ASGIApp, owner: FastAPI, limit: int, ingest_limit: int, retry_after_s: int) -> None:
         self.app = app
         self.owner = owner
-        self.limit = limit
+        self.limits = {"heavy": limit, "ingest": ingest_limit}
         self.retry_after_s = retry_after_s
-        self.in_flight = 0              # touched only on the event loop: no lock needed
+        self.in_flight = {"heavy": 0, "ingest": 0}      # touched only on the event loop: no lock needed
         self._gauge: Gauge | None = None
         self._shed: Counter | None = None
 
@@ -57,37 +61,40 @@ class AdmissionMiddleware:
         if scope["type"] != "http" or scope.get("path") in ALWAYS:
             await self.app(scope, receive, send)
             return
-        heavy = (scope.get("method"), scope.get("path")) in HEAVY
+        route = (scope.get("method"), scope.get("path"))
+        kind = "heavy" if route in HEAVY else "ingest" if route == INGEST else None
         life = getattr(self.owner.state, "lifecycle", None)
         if life is not None and not life.ready:
             await self._refuse(scope, send, "starting", "Starting", f"the service is starting: {life.describe()}")
             return
-        if heavy and life is not None and life.warming:
+        if kind is not None and life is not None and life.warming:
             await self._refuse(scope, send, "warming", "Warming up",
                                f"this worker is still warming up ({', '.join(life.warming)}); retry shortly")
             return
-        if not heavy:
+        if kind is None:
             await self.app(scope, receive, send)
             return
-        if self.in_flight >= self.limit:
+        if self.in_flight[kind] >= self.limits[kind]:
+            what, setting = ("CPU-heavy requests", "MAX_IN_FLIGHT") if kind == "heavy" else \
+                ("ingests", "MAX_INGESTS_IN_FLIGHT")
             await self._refuse(scope, send, "busy", "Busy",
-                               f"this worker is at its bound of {self.limit} CPU-heavy requests in flight "
-                               f"(MAX_IN_FLIGHT); retry after {self.retry_after_s} s")
+                               f"this worker is at its bound of {self.limits[kind]} {what} in flight ({setting}); "
+                               f"retry after {self.retry_after_s} s")
             return
-        self.in_flight += 1
-        self._metrics()[0].set(self.in_flight)
+        self.in_flight[kind] += 1
+        self._metrics()[0].labels(kind).set(self.in_flight[kind])
         try:
             await self.app(scope, receive, send)
         finally:
-            self.in_flight -= 1
-            self._metrics()[0].set(self.in_flight)
+            self.in_flight[kind] -= 1
+            self._metrics()[0].labels(kind).set(self.in_flight[kind])
 
     def _metrics(self) -> tuple[Gauge, Counter]:
         # made on first use: the app's registry (service/api/operations.py) exists once the app is built
         if self._gauge is None or self._shed is None:
             registry = self.owner.state.metrics.registry
-            self._gauge = Gauge("advisor_heavy_in_flight", "CPU-heavy requests this worker is working on",
-                                registry=registry)
+            self._gauge = Gauge("advisor_heavy_in_flight", "CPU-heavy requests this worker is working on, by kind "
+                                "(heavy: recommendations and predictions; ingest)", ["kind"], registry=registry)
             self._shed = Counter("advisor_shed_total", "requests answered 503 with Retry-After, by reason",
                                  ["reason"], registry=registry)
         return self._gauge, self._shed
@@ -108,4 +115,4 @@ def install(app: FastAPI, settings: Settings) -> None:
     """Add the middleware; install it before service/api/operations.py's, so that the request id, the log line
     and the metrics cover the requests it answers."""
     app.add_middleware(AdmissionMiddleware, owner=app, limit=limit_for(settings),
-                       retry_after_s=settings.retry_after_s)
+                       ingest_limit=settings.max_ingests_in_flight, retry_after_s=settings.retry_after_s)

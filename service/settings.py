@@ -40,8 +40,12 @@ class Settings(BaseSettings):
         "and the catalog, calibration and compiled kernels load behind it; blocking: all of it before serving")
     max_in_flight: int = Field(
         default=0, ge=0,
-        description="CPU-heavy requests (recommendations, predictions, benchmark ingests) one worker works on at "
+        description="CPU-heavy requests (recommendations, predictions) one worker works on at "
         "once; one more is answered 503 with Retry-After at once; 0: the number of cores this process may use")
+    max_ingests_in_flight: int = Field(
+        default=1, ge=1,
+        description="benchmark ingests (each refits the calibration) one worker works on at once; one more is "
+        "answered 503 with Retry-After (ingests serialise on a database lock: a second one would only wait)")
     retry_after_s: int = Field(default=1, ge=1, le=3600,
                                description="Retry-After of a 503 for a full worker or one still starting, seconds")
 

@@ -151,7 +151,7 @@ def test_sigterm_lets_an_ingest_in_flight_commit_whole(tmp_path: Path) -> None:
                 ingest = asyncio.create_task(c.post("/v1/benchmarks", json={"format": "rows", "rows": rows},
                                                     headers={"Authorization": f"Bearer {WRITE_KEY}"}))
                 deadline = time.monotonic() + 60
-                while "advisor_heavy_in_flight 1.0" not in (await c.get("/metrics")).text:
+                while 'advisor_heavy_in_flight{kind="ingest"} 1.0' not in (await c.get("/metrics")).text:
                     assert time.monotonic() < deadline and not ingest.done(), "the ingest was never in flight"
                     await asyncio.sleep(0.005)
                 proc.send_signal(signal.SIGTERM)
