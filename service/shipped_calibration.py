@@ -21,12 +21,17 @@ import logging
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
-from gpu_catalog.loader import DATA_DIR
+from gpu_catalog.loader import DATA_DIR, Catalog
+from gpu_catalog.schema import CostConstants
+from service.core.calibration import MeasurementSet
+from service.core.costmodel import Tables
 from service.db.models import Calibration as CalibrationRow
 from service.repository import calibrations as repo
 
@@ -86,10 +91,11 @@ def store(session: Session, shipped: dict[str, Any]) -> CalibrationRow:
     return row
 
 
-def generate(path: Path = SHIPPED_PATH, cross_validate: bool = True) -> dict[str, Any]:
-    """Fit the shipped measurements in a throwaway SQLite database, exactly as start-up would, and write the file."""
+@contextmanager
+def _shipped_database() -> Iterator[tuple[sessionmaker[Session], Catalog, CostConstants, Tables, MeasurementSet]]:
+    """The shipped catalog and measurements in a throwaway SQLite database, loaded exactly as start-up loads them."""
     from gpu_catalog.loader import load_cost_constants
-    from service.calibrate import fit_and_store, measurement_set, run_cross_validation
+    from service.calibrate import measurement_set
     from service.core.costmodel import build_tables
     from service.db.session import make_engine, make_sessionmaker, transaction
     from service.repository.catalog import read_catalog
@@ -101,10 +107,30 @@ def generate(path: Path = SHIPPED_PATH, cross_validate: bool = True) -> dict[str
         migrate_and_load(engine, sessions)
         with transaction(sessions) as session:
             catalog = read_catalog(session)
-        constants = load_cost_constants()
-        tables = build_tables(catalog, constants)
-        with transaction(sessions) as session:
+            constants = load_cost_constants()
+            tables = build_tables(catalog, constants)
             ms = measurement_set(session, catalog, tables, constants)
+        try:
+            yield sessions, catalog, constants, tables, ms
+        finally:
+            engine.dispose()
+
+
+def shipped_data_fingerprint() -> str:
+    """The data fingerprint start-up computes for the shipped measurements on an empty database."""
+    from service.core.calibration import data_fingerprint
+
+    with _shipped_database() as (_, _, _, _, ms):
+        return data_fingerprint(ms)
+
+
+def generate(path: Path = SHIPPED_PATH, cross_validate: bool = True) -> dict[str, Any]:
+    """Fit the shipped measurements as start-up would, and write the file."""
+    from service.calibrate import fit_and_store, run_cross_validation
+    from service.db.session import transaction
+
+    with _shipped_database() as (sessions, _, constants, tables, ms):
+        with transaction(sessions) as session:
             version = fit_and_store(session, tables, ms, constants).version
         if cross_validate:
             run_cross_validation(sessions, version, tables, ms, constants)
@@ -113,7 +139,6 @@ def generate(path: Path = SHIPPED_PATH, cross_validate: bool = True) -> dict[str
             assert row is not None
             out = {"format": FORMAT, "data_sha256": row.data_sha256, "code_sha256": code_fingerprint(),
                    "n_measurements": row.n_measurements, "params": row.params, "metrics": row.metrics}
-        engine.dispose()
     path.write_text(json.dumps(out, sort_keys=True, separators=(",", ":")) + "\n")
     return out
 
