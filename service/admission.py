@@ -16,8 +16,13 @@ calibration: each is CPU work in a thread. Queued without a bound, every request
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import tempfile
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -35,6 +40,57 @@ ALWAYS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs",
                     "/docs/oauth2-redirect"})
 
 
+# How often a worker with CPU-heavy requests in flight says so, and how long the saying lasts, seconds.
+BUSY_RENEW_S = 0.1
+BUSY_HOLD_S = 0.3
+
+
+class BusySignal:
+    """Tells background work on this machine that a worker is serving CPU-heavy requests.
+
+    A file (named after the database URL) whose modification time every worker renews while it has such requests
+    in flight; the background calibration process is paused while it is fresh (service/recalibrate.py). Sharing
+    the cores with it, even at nice 19, doubled a search's latency: the scheduler gives it little time, but it
+    still evicts caches and takes the sibling hardware thread."""
+
+    def __init__(self, database_url: str) -> None:
+        digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
+        self.path = Path(tempfile.gettempdir()) / f"llm-deploy-advisor-busy-{digest}"
+        self.path.touch()
+        self.in_flight = 0
+        self._renewer: threading.Thread | None = None
+
+    def touch(self) -> None:
+        try:
+            os.utime(self.path)
+        except OSError:
+            self.path.touch()
+
+    def start(self) -> None:
+        """A request began: say so now, and keep saying it while any is in flight."""
+        self.in_flight += 1
+        self.touch()
+        if self._renewer is None:
+            self._renewer = threading.Thread(target=self._renew, name="busy-signal", daemon=True)
+            self._renewer.start()
+
+    def end(self) -> None:
+        self.in_flight -= 1
+
+    def _renew(self) -> None:
+        while True:
+            time.sleep(BUSY_RENEW_S)
+            if self.in_flight > 0:
+                self.touch()
+
+    def busy(self) -> bool:
+        """Whether any worker was serving within the last BUSY_HOLD_S."""
+        try:
+            return time.time() - self.path.stat().st_mtime < BUSY_HOLD_S
+        except OSError:
+            return False
+
+
 def usable_cores() -> int:
     """Cores this process may run on (its CPU affinity, which containers narrow), at least 1."""
     try:
@@ -48,8 +104,10 @@ def limit_for(settings: Settings) -> int:
 
 
 class AdmissionMiddleware:
-    def __init__(self, app: ASGIApp, owner: FastAPI, limit: int, ingest_limit: int, retry_after_s: int) -> None:
+    def __init__(self, app: ASGIApp, owner: FastAPI, limit: int, ingest_limit: int, retry_after_s: int,
+                 signal: BusySignal | None) -> None:
         self.app = app
+        self.signal = signal
         self.owner = owner
         self.limits = {"heavy": limit, "ingest": ingest_limit}
         self.retry_after_s = retry_after_s
@@ -83,11 +141,15 @@ class AdmissionMiddleware:
             return
         self.in_flight[kind] += 1
         self._metrics()[0].labels(kind).set(self.in_flight[kind])
+        if self.signal is not None:
+            self.signal.start()
         try:
             await self.app(scope, receive, send)
         finally:
             self.in_flight[kind] -= 1
             self._metrics()[0].labels(kind).set(self.in_flight[kind])
+            if self.signal is not None:
+                self.signal.end()
 
     def _metrics(self) -> tuple[Gauge, Counter]:
         # made on first use: the app's registry (service/api/operations.py) exists once the app is built
@@ -114,5 +176,7 @@ class AdmissionMiddleware:
 def install(app: FastAPI, settings: Settings) -> None:
     """Add the middleware; install it before service/api/operations.py's, so that the request id, the log line
     and the metrics cover the requests it answers."""
+    signal = BusySignal(settings.database_url) if settings.calibration_cv == "background" else None
     app.add_middleware(AdmissionMiddleware, owner=app, limit=limit_for(settings),
-                       ingest_limit=settings.max_ingests_in_flight, retry_after_s=settings.retry_after_s)
+                       ingest_limit=settings.max_ingests_in_flight, retry_after_s=settings.retry_after_s,
+                       signal=signal)

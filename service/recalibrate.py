@@ -2,7 +2,8 @@
 
 The leave-one-source-out run refits the model once per source (minutes of CPU); in a serving worker it slowed
 every search about twofold while it ran. Here it runs in a separate process at the lowest CPU priority
-(nice 19: it gets what the workers leave), started by a worker when the newest calibration
+(nice 19), paused whenever a worker on this machine is serving a CPU-heavy request (even at nice 19, sharing the
+cores doubled a search's latency), started by a worker when the newest calibration
 has no held-out error yet (``CALIBRATION_CV=background``), or on demand:
 
     python -m service.recalibrate                  # held-out error of the newest version, if it lacks one
@@ -21,9 +22,11 @@ import fcntl
 import hashlib
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +34,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gpu_catalog.loader import Catalog, load_cost_constants
 from gpu_catalog.schema import CostConstants
+from service.admission import BusySignal
 from service.calibrate import fit_and_store, measurement_set, refit_and_store, run_cross_validation
 from service.core.costmodel import Tables, build_tables
 from service.db.session import make_engine, make_sessionmaker, transaction
@@ -42,6 +46,8 @@ log = logging.getLogger(__name__)
 
 # A newer version may appear while one is cross-validated (an ingest): the process goes on to it, this many times.
 MAX_ROUNDS = 10
+# How often the worker that started the process looks whether serving is going on, seconds.
+GATE_POLL_S = 0.02
 
 
 def lowest_priority() -> None:
@@ -108,6 +114,7 @@ class CrossValidationProcess:
     def __init__(self, database_url: str) -> None:
         self.database_url = database_url
         self.proc: subprocess.Popen[bytes] | None = None
+        self.busy = BusySignal(database_url)
 
     def ensure(self) -> bool:
         """Start the process unless one is running; whether this call started it."""
@@ -124,7 +131,20 @@ class CrossValidationProcess:
             self.proc = subprocess.Popen([sys.executable, "-m", "service.recalibrate", "--low-priority",
                                           "--lock-fd", str(lock.fileno())], env=env, pass_fds=(lock.fileno(),))
         log.info("leave-one-source-out cross-validation started in process %d at the lowest priority", self.proc.pid)
+        threading.Thread(target=self._gate, args=(self.proc,), name="cv-gate", daemon=True).start()
         return True
+
+    def _gate(self, proc: subprocess.Popen[bytes]) -> None:
+        """Pause the process (SIGSTOP) while any worker on this machine serves CPU-heavy requests, resume it
+        (SIGCONT) once they have been idle for BUSY_HOLD_S: it runs in the gaps."""
+        stopped = False
+        while proc.poll() is None:
+            busy = self.busy.busy()
+            if busy != stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGSTOP if busy else signal.SIGCONT)
+                stopped = busy
+            time.sleep(GATE_POLL_S)
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -133,6 +153,8 @@ class CrossValidationProcess:
         """End the process (a later start begins again: nothing half-stored, each result is one UPDATE)."""
         if self.proc is None or self.proc.poll() is not None:
             return
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGCONT)       # a stopped process does not act on SIGTERM
         self.proc.terminate()
         try:
             self.proc.wait(timeout=timeout_s)

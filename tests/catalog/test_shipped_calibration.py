@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
 
 from service import shipped_calibration
+from service.admission import BusySignal
 from service.db.session import make_engine, make_sessionmaker, transaction
 from service.startup import migrate_and_load
 
@@ -44,6 +46,19 @@ def test_calibration_says_whether_its_error_is_current(client: TestClient) -> No
     assert cal["error"]["kind"] == ("leave-one-source-out" if cal["error_current"] else "in-sample")
 
 
+def _state_within(pid: int, states: str, timeout_s: float, renew: BusySignal | None = None) -> bool:
+    """Whether process ``pid`` reaches one of the /proc states ``states`` within ``timeout_s`` (renewing ``renew``
+    meanwhile, as a serving worker does)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if renew is not None:
+            renew.touch()
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in states:
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def test_one_background_cross_validation_process_per_database(tmp_path: Path) -> None:
     from service.recalibrate import CrossValidationProcess
     from service.repository import calibrations as cal_repo
@@ -64,6 +79,11 @@ def test_one_background_cross_validation_process_per_database(tmp_path: Path) ->
         assert first.proc is not None and first.proc.args[-3] == "--low-priority"
         assert not first.ensure()                 # already running: not twice from one worker
         assert not second.ensure()                # nor from another worker on this machine
+        # paused while a worker serves (the busy signal is fresh), running again once it is not
+        pid = first.proc.pid
+        assert _state_within(pid, "T", 2.0), "not paused while a worker was serving"
+        assert _state_within(pid, "RSD", 2.0, renew=None), "not resumed after serving stopped"
+        assert _state_within(pid, "T", 2.0, renew=BusySignal(url)), "not paused again when serving resumed"
         first.stop()
         assert not first.running()
         assert second.ensure()                    # the lock went with the process
