@@ -29,7 +29,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
+from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpu_catalog.loader import Catalog, load_cost_constants
@@ -135,15 +138,13 @@ class CrossValidationProcess:
         return True
 
     def _gate(self, proc: subprocess.Popen[bytes]) -> None:
-        """Pause the process (SIGSTOP) while any worker on this machine serves CPU-heavy requests, resume it
-        (SIGCONT) once they have been idle for BUSY_HOLD_S: it runs in the gaps."""
-        stopped = False
+        """Pause the process while any worker on this machine serves CPU-heavy requests, resume it once they have
+        been idle for BUSY_HOLD_S: it runs in the gaps. SIGTSTP, not SIGSTOP: the process defers it until its
+        database transaction ends (``PauseOutsideTransactions``), so a pause never holds a lock. Sent at every
+        poll, so a deferred pause is not lost to a resume in between."""
         while proc.poll() is None:
-            busy = self.busy.busy()
-            if busy != stopped:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGSTOP if busy else signal.SIGCONT)
-                stopped = busy
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTSTP if self.busy.busy() else signal.SIGCONT)
             time.sleep(GATE_POLL_S)
 
     def running(self) -> bool:
@@ -163,6 +164,38 @@ class CrossValidationProcess:
             self.proc.wait()
 
 
+class PauseOutsideTransactions:
+    """In the background process: SIGTSTP stops it at once, or, inside a database transaction, when the
+    transaction ends (a stopped process holding SQLite's write lock would block every ingest)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.depth = 0
+        self.pending = False
+        signal.signal(signal.SIGTSTP, self._pause)
+        signal.signal(signal.SIGCONT, self._resumed)
+        event.listen(engine, "begin", self._begin)
+        event.listen(engine, "commit", self._end)
+        event.listen(engine, "rollback", self._end)
+
+    def _pause(self, signum: int, frame: FrameType | None) -> None:
+        if self.depth:
+            self.pending = True
+        else:
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    def _resumed(self, signum: int, frame: FrameType | None) -> None:
+        self.pending = False
+
+    def _begin(self, conn: Any) -> None:
+        self.depth += 1
+
+    def _end(self, conn: Any) -> None:
+        self.depth = max(0, self.depth - 1)
+        if not self.depth and self.pending:
+            self.pending = False
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fit", action="store_true", help="a full refit on every stored measurement first")
@@ -177,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     engine = make_engine(settings.database_url)
+    if args.lock_fd is not None:            # started by a worker, which pauses it while serving
+        PauseOutsideTransactions(engine)
     sessions = make_sessionmaker(engine)
     with transaction(sessions) as session:
         catalog = read_catalog(session)
