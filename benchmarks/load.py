@@ -149,7 +149,8 @@ def worker_rss_kib(parent: int) -> dict[int, int]:
             status = (d / "status").read_text()
             fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
             cmd = (d / "cmdline").read_bytes()
-            if int(fields["PPid"]) == parent and b"service.recalibrate" not in cmd and b"warm_up" not in cmd:
+            helper = any(part in cmd for part in (b"service.recalibrate", b"warm_up", b"resource_tracker"))
+            if int(fields["PPid"]) == parent and not helper:
                 out[int(d.name)] = int(fields.get("VmRSS", "0 kB").split()[0])
     return out
 
@@ -423,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  worker {pid} resident memory after warm-up ({warm[0]:.0f} s) {warm[1][pid] / 1024:.0f} MiB, "
                       f"at the end ({last[0]:.0f} s) {last[1][pid] / 1024:.0f} MiB: "
                       f"{(last[1][pid] / warm[1][pid] - 1) * 100:+.1f}%")
+        for at, by_pid in rss[::12]:
+            print(f"    at {at:5.0f} s: " + ", ".join(f"{p}: {v / 1024:.0f} MiB" for p, v in sorted(by_pid.items())))
         peak = {pid: max(s[1].get(pid, 0) for s in rss) for pid in last[1]}
         print(f"  peak resident memory by worker, MiB: {', '.join(f'{p}: {v / 1024:.0f}' for p, v in peak.items())}")
     server_errors = [e for e in t.errors if e.split(": ", 1)[-1][:1] == "5"]
