@@ -9,4 +9,6 @@ RUN python -c "from service.core import costmodel, scheduler, search; costmodel.
 ENV DATABASE_URL=sqlite:////data/llm_deploy_advisor.db
 VOLUME ["/data"]
 EXPOSE 8000
-CMD ["uvicorn", "service.main:app", "--host", "0.0.0.0", "--port", "8000", "--workers", "2"]
+# SIGTERM: stop accepting, finish requests in flight for up to 30 s (an ingest commits whole or not at all).
+CMD ["uvicorn", "service.main:app", "--host", "0.0.0.0", "--port", "8000", "--workers", "2", \
+     "--timeout-graceful-shutdown", "30"]

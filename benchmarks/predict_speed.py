@@ -119,7 +119,8 @@ def running_server() -> Iterator[str]:
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
                 with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    r = httpx.get(f"{url}/readyz", timeout=2)
+                    if r.status_code == 200 and not r.json().get("warming"):   # kernels loaded too
                         break
                 time.sleep(0.5)
             else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
@@ -37,10 +38,20 @@ log = logging.getLogger(__name__)
 # Only these rows are fitted and scored (weak ones are stored for reference); benchmarks/accuracy.py uses the same.
 FITTED_QUALITY = "good"
 
-# The fit is deterministic: the same rows give the same parameters, so a process fits each data set once.
-_FIT_MEMO: dict[str, Calibration] = {}
-_CV_MEMO: dict[str, dict[str, Any]] = {}
+# The fit is deterministic: the same rows give the same parameters, so a process fits each data set once. Keyed
+# by data fingerprint, which every ingest changes: only the newest few are kept (a bound on memory).
+_MEMO_KEPT = 4
+_FIT_MEMO: OrderedDict[str, Calibration] = OrderedDict()
+_CV_MEMO: OrderedDict[str, dict[str, Any]] = OrderedDict()
 _MEMO_LOCK = threading.Lock()
+
+
+def _remember(memo: OrderedDict[str, Any], key: str, value: Any) -> None:
+    with _MEMO_LOCK:
+        memo[key] = value
+        memo.move_to_end(key)
+        while len(memo) > _MEMO_KEPT:
+            memo.popitem(last=False)
 
 
 def in_sample_report(tables: Tables, ms: MeasurementSet, cal: Calibration) -> dict[str, Any]:
@@ -52,16 +63,20 @@ def measurement_set(session: Session, catalog: Catalog, tables: Tables, constant
     return prepare(repo.measurement_rows(session, quality=FITTED_QUALITY), catalog, tables, constants)
 
 
-def fit_and_store(session: Session, tables: Tables, ms: MeasurementSet, constants: CostConstants) -> CalibrationRow:
-    """A new calibration version for these rows (fitted, or reused from this process's memo)."""
+def fit_and_store(session: Session, tables: Tables, ms: MeasurementSet, constants: CostConstants,
+                  fitted: tuple[Calibration, float] | None = None) -> CalibrationRow:
+    """A new calibration version for these rows (fitted, given as ``fitted`` (calibration, seconds), or reused
+    from this process's memo)."""
     fp = data_fingerprint(ms)
     with _MEMO_LOCK:
         cal = _FIT_MEMO.get(fp)
     t0 = time.perf_counter()
-    if cal is None:
+    if fitted is not None:
+        cal = with_anchors(tables, ms, fitted[0])
+        t0 -= fitted[1]
+    elif cal is None:
         cal = with_anchors(tables, ms, fit(tables, ms, constants))
-        with _MEMO_LOCK:
-            _FIT_MEMO[fp] = cal
+    _remember(_FIT_MEMO, fp, cal)
     metrics: dict[str, Any] = {"method": "full", "fit_s": round(time.perf_counter() - t0, 2), "skipped": ms.skipped,
                                "in_sample": in_sample_report(tables, ms, cal), "held_out": _CV_MEMO.get(fp)}
     version = repo.store(session, fp, len(ms), cal.to_json(), metrics)
@@ -121,8 +136,9 @@ def state_from_row(row: CalibrationRow) -> CalibrationState:
 
 
 def run_cross_validation(sessions: sessionmaker[Session], version: int, tables: Tables, ms: MeasurementSet,
-                         constants: CostConstants) -> dict[str, Any]:
-    """Leave-one-source-out error of a stored calibration's data; stored into its metrics."""
+                         constants: CostConstants) -> dict[str, Any] | None:
+    """Leave-one-source-out error of a stored calibration's data; stored into its metrics. None (nothing stored)
+    when the version was fitted on other rows than ``ms``."""
     fp = data_fingerprint(ms)
     with _MEMO_LOCK:
         report = _CV_MEMO.get(fp)
@@ -130,27 +146,14 @@ def run_cross_validation(sessions: sessionmaker[Session], version: int, tables: 
         t0 = time.perf_counter()
         report = cross_validate(tables, ms, constants)
         report["elapsed_s"] = round(time.perf_counter() - t0, 1)
-        with _MEMO_LOCK:
-            _CV_MEMO[fp] = report
+        _remember(_CV_MEMO, fp, report)
     with transaction(sessions) as session:
         row = repo.by_version(session, version)
-        if row is not None and row.data_sha256 == fp:
-            repo.set_metrics(session, version, {**(row.metrics or {}), "held_out": report})
+        if row is None or row.data_sha256 != fp:
+            return None
+        repo.set_metrics(session, version, {**(row.metrics or {}), "held_out": report})
     log.info("calibration v%d: leave-one-source-out error stored", version)
     return report
-
-
-def start_cross_validation(sessions: sessionmaker[Session], version: int, tables: Tables, ms: MeasurementSet,
-                           constants: CostConstants) -> threading.Thread:
-    def work() -> None:
-        try:
-            run_cross_validation(sessions, version, tables, ms, constants)
-        except Exception:
-            log.exception("leave-one-source-out cross-validation of calibration v%d failed", version)
-
-    thread = threading.Thread(target=work, name=f"calibration-cv-{version}", daemon=True)
-    thread.start()
-    return thread
 
 
 def has_rows(ms: MeasurementSet) -> bool:

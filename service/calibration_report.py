@@ -54,7 +54,8 @@ def fallbacks(cal: Calibration, catalog: Catalog) -> list[Fallback]:
     return out
 
 
-def public(row: CalibrationRow, catalog: Catalog, latest_version: int) -> CalibrationPublic:
+def public(row: CalibrationRow, catalog: Catalog, latest_version: int,
+           cv_mode: str = "background") -> CalibrationPublic:
     cal = Calibration.from_json(row.params, row.data_sha256, row.n_measurements)
     metrics = row.metrics or {}
     arch_of: dict[str, str] = {g.id: g.architecture for g in catalog.gpus}
@@ -74,4 +75,8 @@ def public(row: CalibrationRow, catalog: Catalog, latest_version: int) -> Calibr
         base_version=metrics.get("base_version"), refitted_segments=metrics.get("refitted_segments", []),
         fit_s=metrics.get("fit_s"), levels=list(LEVELS), parameters=dict(PARAMETER_DESCRIPTIONS),
         generation=cal.generation, segments=segments, error=error, held_out=held, in_sample=in_sample,
+        # the background process computes it for the newest version only
+        held_out_status="computed" if held else ("pending" if cv_mode != "off" and row.version == latest_version
+                                                 else "off"),
+        error_current=held is not None, shipped=bool(metrics.get("shipped")),
         not_scored=metrics.get("skipped", {}), no_measurements=fallbacks(cal, catalog), reproduce=REPRODUCE)

@@ -2,38 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 from fastapi import FastAPI
 
+from service import admission, lifecycle
 from service.api import benchmarks, calibration, catalog, health, operations, predictions, problems, recommendations
 from service.api import docs as offline_docs
 from service.api import openapi as truthful_openapi
 from service.settings import Settings, get_settings
-from service.startup import build_state
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     operations.configure_logging(settings)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.advisor = build_state(settings)
-        yield
-        app.state.advisor.engine.dispose()
-
     app = FastAPI(
         title="LLM Deploy Advisor",
         version="0.1.0",
         description="Given a model, traffic and a latency budget: what to deploy, and what it costs.",
-        lifespan=lifespan,
+        lifespan=lifecycle.lifespan(settings),
         docs_url=None,      # served by service.api.docs, with local assets
         redoc_url=None,
     )
     offline_docs.install(app)
     problems.install(app)
+    admission.install(app, settings)        # before operations: its log line and metrics cover what is shed
     operations.install(app, settings)
     app.include_router(health.router)
     app.include_router(catalog.router)

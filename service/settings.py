@@ -23,8 +23,9 @@ class Settings(BaseSettings):
     log_level: str = Field(default="INFO")
     calibration_cv: Literal["background", "sync", "off"] = Field(
         default="background",
-        description="leave-one-source-out error of a new calibration: computed in a background thread "
-        "after start-up, before serving (sync), or not at all (off: in-sample errors only)")
+        description="leave-one-source-out error of a new calibration: computed in a separate low-priority "
+        "process after start-up (background), before serving (sync), or not at all (off: in-sample errors only; "
+        "`python -m service.recalibrate` computes it on demand)")
     log_format: Literal["json", "text"] = Field(default="json", description="log lines as JSON objects or text")
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024,
                                 description="largest request body accepted, bytes (larger: 413)")
@@ -32,6 +33,21 @@ class Settings(BaseSettings):
                                     description="origins allowed to call from a browser (JSON list); empty: no CORS")
     calibration_refresh_s: float = Field(
         default=5.0, ge=0, description="how often a worker checks the database for a newer calibration, seconds")
+
+    startup_mode: Literal["background", "blocking"] = Field(
+        default="background",
+        description="background: the port opens at once (/healthz 200, /readyz 503 naming what is still loading) "
+        "and the catalog, calibration and compiled kernels load behind it; blocking: all of it before serving")
+    max_in_flight: int = Field(
+        default=0, ge=0,
+        description="CPU-heavy requests (recommendations, predictions) one worker works on at "
+        "once; one more is answered 503 with Retry-After at once; 0: the number of cores this process may use")
+    max_ingests_in_flight: int = Field(
+        default=1, ge=1,
+        description="benchmark ingests (each refits the calibration) one worker works on at once; one more is "
+        "answered 503 with Retry-After (ingests serialise on a database lock: a second one would only wait)")
+    retry_after_s: int = Field(default=1, ge=1, le=3600,
+                               description="Retry-After of a 503 for a full worker or one still starting, seconds")
 
     @field_validator("database_url")
     @classmethod

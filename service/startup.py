@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,19 +23,15 @@ from gpu_catalog.loader import (
     load_shipped_measurements,
 )
 from gpu_catalog.schema import CostConstants
+from service import shipped_calibration
 from service.advisor import Advisor
-from service.calibrate import (
-    fit_and_store,
-    measurement_set,
-    run_cross_validation,
-    start_cross_validation,
-    state_from_row,
-)
-from service.core import costmodel, launch, scheduler, search
+from service.calibrate import fit_and_store, measurement_set, run_cross_validation, state_from_row
+from service.core import launch
 from service.core.calibration import data_fingerprint
 from service.core.costmodel import build_tables
 from service.db import migrate
 from service.db.session import make_engine, make_sessionmaker, transaction
+from service.recalibrate import CrossValidationProcess
 from service.repository import calibrations as cal_repo
 from service.repository.catalog import read_catalog, stored_hash, sync_catalog
 from service.repository.measurements import relink_models, sync_published
@@ -45,6 +41,8 @@ log = logging.getLogger(__name__)
 
 # Any fixed 64-bit number: the PostgreSQL advisory lock that serialises start-up across workers.
 _STARTUP_LOCK_ID = 7_420_240_601
+# What build_state reports as done, in order (service/lifecycle.py shows the ones still loading in /readyz).
+STARTUP_STEPS = ("catalog", "calibration")
 
 
 @dataclass
@@ -57,6 +55,7 @@ class AppState:
     advisor: Advisor
     startup_s: float = 0.0
     calibration_checked_at: float = field(default_factory=time.monotonic)
+    cross_validation: CrossValidationProcess | None = None    # CALIBRATION_CV=background
 
     def current_advisor(self) -> Advisor:
         """The advisor with the newest stored calibration: another worker (or an ingest) may have made one.
@@ -85,6 +84,8 @@ class AppState:
             cur = self.advisor.cal
             if row.version != cur.version or (held and cur.error_kind != "leave-one-source-out"):
                 self.advisor.cal = state_from_row(row)
+        if not held and self.cross_validation is not None:
+            self.cross_validation.ensure()
 
 
 @contextmanager
@@ -119,14 +120,19 @@ def migrate_and_load(engine: Engine, sessions: sessionmaker[Session], data_dir: 
 
 
 def ensure_calibration(engine: Engine, sessions: sessionmaker[Session], catalog: Catalog,
-                       constants: CostConstants, settings: Settings) -> Advisor:
-    """The advisor with a calibration fitted on the stored measurements (fitting one if the data changed)."""
+                       constants: CostConstants, settings: Settings) -> tuple[Advisor, bool]:
+    """The advisor with a calibration of the stored measurements: the newest stored version if it was fitted on
+    them, else the shipped calibration if it was (service/shipped_calibration.py), else a new fit; and whether
+    that version still lacks its leave-one-source-out error."""
     tables = build_tables(catalog, constants)
     with _startup_lock(engine), transaction(sessions) as session:
         ms = measurement_set(session, catalog, tables, constants)
         row = cal_repo.latest(session)
-        if row is None or row.data_sha256 != data_fingerprint(ms):
-            row = fit_and_store(session, tables, ms, constants)
+        fp = data_fingerprint(ms)
+        if row is None or row.data_sha256 != fp:
+            shipped = shipped_calibration.matching(fp)
+            row = shipped_calibration.store(session, shipped) if shipped else fit_and_store(session, tables, ms,
+                                                                                              constants)
         advisor = Advisor(catalog, constants, state_from_row(row))
         version, needs_cv = row.version, not (row.metrics or {}).get("held_out")
     if needs_cv and settings.calibration_cv == "sync":
@@ -135,12 +141,13 @@ def ensure_calibration(engine: Engine, sessions: sessionmaker[Session], catalog:
             stored = cal_repo.by_version(session, version)
             assert stored is not None
             advisor.cal = state_from_row(stored)
-    elif needs_cv and settings.calibration_cv == "background":
-        start_cross_validation(sessions, version, tables, ms, constants)
-    return advisor
+        needs_cv = False
+    return advisor, needs_cv
 
 
-def build_state(settings: Settings) -> AppState:
+def build_state(settings: Settings, done: Callable[[str], None] = lambda step: None) -> AppState:
+    """Everything a worker needs to answer but its compiled kernels (service/lifecycle.py warms those);
+    ``done(step)`` is called as each of ``STARTUP_STEPS`` completes."""
     t0 = time.perf_counter()
     engine = make_engine(settings.database_url)
     sessions = make_sessionmaker(engine)
@@ -150,14 +157,19 @@ def build_state(settings: Settings) -> AppState:
         raise RuntimeError("database schema is not at head; run `alembic upgrade head` or set AUTO_MIGRATE=1")
     with transaction(sessions) as session:
         catalog = read_catalog(session)
+    done("catalog")
     constants = load_cost_constants()
-    advisor = ensure_calibration(engine, sessions, catalog, constants, settings)
-    log.info("compiled kernels ready in %.2f s", costmodel.warm_up() + scheduler.warm_up() + search.warm_up())
+    advisor, needs_cv = ensure_calibration(engine, sessions, catalog, constants, settings)
     t_vocab = time.perf_counter()
     log.info("%d engine vocabularies read in %.2f s", launch.warm_up(), time.perf_counter() - t_vocab)
     state = AppState(settings=settings, engine=engine, sessions=sessions, catalog=catalog, constants=constants,
                      advisor=advisor)
+    if settings.calibration_cv == "background":
+        state.cross_validation = CrossValidationProcess(settings.database_url)
+        if needs_cv:
+            state.cross_validation.ensure()
+    done("calibration")
     state.startup_s = time.perf_counter() - t0
-    log.info("ready in %.2f s: %d GPUs, %d models, calibration v%s", state.startup_s, len(catalog.gpus),
-             len(catalog.models), advisor.cal.version)
+    log.info("catalog and calibration in %.2f s: %d GPUs, %d models, calibration v%s", state.startup_s,
+             len(catalog.gpus), len(catalog.models), advisor.cal.version)
     return state

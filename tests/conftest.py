@@ -23,6 +23,10 @@ settings.register_profile("deterministic", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
+# Apps under test load everything before their first request (the server's default opens the port first:
+# tests/api/test_lifecycle.py checks that one through a real uvicorn).
+os.environ.setdefault("STARTUP_MODE", "blocking")
+
 PG_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 

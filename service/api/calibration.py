@@ -29,7 +29,7 @@ def current_calibration(session: SessionDep, state: StateDep) -> CalibrationPubl
     row = repo.latest(session)
     if row is None:
         raise ProblemError(503, "No calibration yet", "the service has not fitted a calibration yet; retry later")
-    return public(row, state.catalog, row.version)
+    return public(row, state.catalog, row.version, state.settings.calibration_cv)
 
 
 @router.get("/calibration/{version}", response_model=CalibrationPublic,
@@ -42,4 +42,4 @@ def calibration_version(version: Annotated[int, Path(ge=1, le=MAX_VERSION, descr
         newest = latest.version if latest is not None else "none"
         raise ProblemError(404, "Not found", f"no calibration version {version}; versions run from 1 to {newest}",
                            field=["path", "version"])
-    return public(row, state.catalog, latest.version)
+    return public(row, state.catalog, latest.version, state.settings.calibration_cv)

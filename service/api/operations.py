@@ -181,7 +181,7 @@ def install(app: FastAPI, settings: Settings) -> Metrics:
     app.state.metrics = metrics
 
     @app.get("/metrics", include_in_schema=False)
-    def prometheus_metrics() -> Response:
+    async def prometheus_metrics() -> Response:
         state = getattr(app.state, "advisor", None)
         if state is not None and state.advisor.cal.version is not None:
             metrics.calibration_version.set(state.advisor.cal.version)

@@ -144,7 +144,7 @@ def warm_up() -> float:
     return time.perf_counter() - t0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def decode_rows(b_top: int, pp: float, dense_s: float, expert_s: float, log_miss: float, moe: bool, seq_s: F,
                 flop_s_seq: F, comm_fixed_s: float, comm_seq_s: float, step_fixed_s: float) -> F:
     """Decode step times for batches 0..``b_top`` (rows) at contexts whose KV read of one sequence takes
@@ -249,7 +249,7 @@ def _finish(rid: int, t: float, total: int, r_next: I_, r_prev: I_, in_run: Any,
     return reserved, done_meas, done_window, tok_in, a_tail, next_rid
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival_s: F, arrival_rid: I_,
           next_rid: int, first_meas: int, end_meas: int, fixed_s: float, table: F, u_lo: float, inv_du: float,
           full_l: float, win_l: float, win: float, max_tok: int, max_run: int, cap: float, chunked: bool,

@@ -77,7 +77,7 @@ def pareto_front(minimise: F) -> NDArray[np.int64]:
     return np.sort(order[front]).astype(np.int64)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sweep(m: F) -> NDArray[np.int64]:
     """``pareto_front``'s sweep over rows in lexicographic order: positions of the rows no earlier kept row is
     no worse than on every column."""

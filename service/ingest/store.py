@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
-from service.calibrate import measurement_set, refit_and_store, run_cross_validation, start_cross_validation
+from service.calibrate import measurement_set, refit_and_store, run_cross_validation
 from service.core.calibration import prepare
 from service.core.costmodel import Tables
 from service.db.models import Ingest
@@ -87,8 +87,8 @@ def store(state: AppState, prepared: PreparedIngest, submitted_by: str) -> Store
     if refit.row is not None and not held:
         if cv == "sync":
             run_cross_validation(state.sessions, refit.row.version, tables, ms, constants)
-        elif cv == "background":
-            start_cross_validation(state.sessions, refit.row.version, tables, ms, constants)
+        elif cv == "background" and state.cross_validation is not None:
+            state.cross_validation.ensure()
     state.reload_calibration()
     return Stored(response, created=True)
 

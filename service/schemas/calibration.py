@@ -93,6 +93,16 @@ class CalibrationPublic(BaseModel):
     segments: list[Segment] = Field(description="fitted parameters per segment, general to specific")
     error: ErrorReport = Field(description="the held-out report when computed, else the in-sample one")
     held_out: ErrorReport | None = Field(description="leave-one-source-out error, once computed")
+    held_out_status: Literal["computed", "pending", "off"] = Field(
+        description="computed: `held_out` is this version's; pending: a low-priority background process is "
+        "computing it (until then `error` is the in-sample error); off: not computed by the service "
+        "(CALIBRATION_CV=off, or an older version; `python -m service.recalibrate` computes the newest one's "
+        "on demand)")
+    error_current: bool = Field(
+        description="whether `error` is the leave-one-source-out error of this version's own measurements "
+        "(false: it is the in-sample error, which flatters the fit)")
+    shipped: bool = Field(default=False, description="taken from the calibration file shipped with the service "
+                          "(fitted on exactly these measurements by exactly this code), not fitted at start-up")
     in_sample: ErrorReport | None = Field(
         description="error of the calibration on the measurements it was fitted on (optimistic)")
     not_scored: dict[str, int] = Field(description="stored measurements the cost model cannot score, by reason")

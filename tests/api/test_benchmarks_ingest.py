@@ -50,7 +50,10 @@ SAME_GPU_OTHER_DTYPE = {"model": MODEL_8B, "deployment": {"gpu": "h100-sxm", "we
 
 @pytest.fixture(scope="module")
 def api(module_db_url: str) -> Iterator[TestClient]:
-    settings = Settings(database_url=module_db_url, advisor_api_key=WRITE_KEY, calibration_cv="off")
+    # two ingests in flight at once in one worker (admission would shed the second at the default of one), so that
+    # test_concurrent_ingests_build_on_each_other reaches the database lock that serialises them across workers
+    settings = Settings(database_url=module_db_url, advisor_api_key=WRITE_KEY, calibration_cv="off",
+                        max_ingests_in_flight=2)
     with TestClient(create_app(settings)) as c:
         yield c
 
