@@ -146,7 +146,7 @@ def collect(client: TestClient) -> dict[str, Any]:
 def generate() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
         settings = Settings(database_url=f"sqlite:///{d}/examples.db", advisor_api_key=KEY, calibration_cv="off",
-                            log_level="WARNING")
+                            startup_mode="blocking", log_level="WARNING")
         with TestClient(create_app(settings)) as client:
             doc = collect(client)
             doc["problems"]["503"] = [database_gone(client, Path(d) / "examples.db")]
