@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as d, TestClient(create_app(Settings(
-            database_url=f"sqlite:///{d}/consistency.db", calibration_cv="off", log_level="WARNING"))) as client:
+            database_url=f"sqlite:///{d}/consistency.db", calibration_cv="off", log_level="WARNING",
+            startup_mode="blocking"))) as client:
         adv = client.app.state.advisor.current_advisor()        # type: ignore[attr-defined]
         ratios: dict[tuple[str, str], list[float]] = {}
         false_rejects: list[str] = []

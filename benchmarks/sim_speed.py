@@ -103,7 +103,8 @@ def api_speed(repeats: int) -> None:
          {**recommend, "simulation": {"enabled": False}}),
     ]
     with tempfile.TemporaryDirectory() as d:
-        settings = Settings(database_url=f"sqlite:///{d}/speed.db", calibration_cv="off", log_level="WARNING")
+        settings = Settings(database_url=f"sqlite:///{d}/speed.db", calibration_cv="off", log_level="WARNING",
+                            startup_mode="blocking")
         with TestClient(create_app(settings)) as client:
             print(f"api (in-process, median of {repeats}):")
             for label, path, body in cases:

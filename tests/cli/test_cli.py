@@ -64,6 +64,15 @@ def test_gpus_and_models_json_are_the_services_answers(db_env: dict[str, str], c
         assert json.loads(r.stdout) == client.get(path).json()
 
 
+def test_in_process_waits_for_start_up_whatever_the_servers_default(db_env: dict[str, str],
+                                                                    client: TestClient) -> None:
+    # the tests' environment asks for blocking start-up; a user's has no STARTUP_MODE, and a server's default
+    # opens the port (here: the app) before the catalog is loaded
+    r = invoke({**db_env, "STARTUP_MODE": None}, "models", "--json")  # type: ignore[dict-item]
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout) == client.get("/v1/models").json()
+
+
 def test_gpus_table_has_a_row_per_gpu(db_env: dict[str, str], client: TestClient) -> None:
     r = invoke(db_env, "gpus")
     assert r.exit_code == 0, r.stderr
