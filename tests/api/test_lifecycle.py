@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 WRITE_KEY = "lifecycle-write-key"
 # This project's helpers may use 127.0.0.1:8400-8499 (the machine is shared): a free port from that range.
@@ -28,14 +29,7 @@ BIG_SEARCH = {"model": "meta-llama/Llama-3.1-70B-Instruct", "scenario": "api",
 
 
 def _free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 8440-8499")
+    return free_port(PORTS)
 
 
 @contextmanager

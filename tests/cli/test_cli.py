@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from click.testing import CliRunner, Result
 from fastapi.testclient import TestClient
 
 from service.cli.main import cli
+from tests.ports import free_port
 
 CHAT_8B: dict[str, Any] = {
     "model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -174,21 +174,12 @@ def command(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
                           timeout=SERVER_START_S, env={**os.environ, **(env or {})}, check=False)
 
 
-def free_port() -> int:
-    for port in range(FIRST_PORT, FIRST_PORT + 100):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {FIRST_PORT}-{FIRST_PORT + 99}")
 
 
 @pytest.fixture(scope="module")
 def served(db_env: dict[str, str]) -> Iterator[str]:
     """``llm-deploy-advisor serve`` on the API tests' database; its URL once it is ready."""
-    port = free_port()
+    port = free_port(range(FIRST_PORT, FIRST_PORT + 100))
     proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port),
                              "--log-level", "warning"], env={**os.environ, **db_env},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -224,7 +215,7 @@ def test_url_errors_exit_1_with_the_detail(served: str) -> None:
     r = command("recommend", *CHAT_8B_FLAGS, "--top-k", "0", "--url", served)
     assert r.returncode == 1 and r.stdout == ""
     assert "HTTP 422" in r.stderr and "top_k" in r.stderr
-    closed = free_port()
+    closed = free_port(range(FIRST_PORT, FIRST_PORT + 100))
     r = command("gpus", "--url", f"http://127.0.0.1:{closed}")
     assert r.returncode == 1 and "cannot reach" in r.stderr
 
