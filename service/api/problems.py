@@ -102,8 +102,11 @@ def _problem(status: int, title: str, detail: str, instance: str, **extra: Any) 
 
 
 def _answer(request: Request, exc: ProblemError) -> JSONResponse:
-    return _problem(exc.status, exc.title, exc.detail, request.url.path, field=exc.field, errors=exc.errors,
-                    **exc.extra)
+    response = _problem(exc.status, exc.title, exc.detail, request.url.path, field=exc.field, errors=exc.errors,
+                        **exc.extra)
+    if exc.status == 401:       # RFC 9110 section 15.5.2: a 401 names the scheme to authenticate with
+        response.headers["WWW-Authenticate"] = "Bearer"
+    return response
 
 
 def _valid(err: dict[str, Any]) -> Any:

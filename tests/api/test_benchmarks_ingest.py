@@ -415,6 +415,7 @@ def test_writes_need_the_key(api: TestClient) -> None:
     count, version = stored_count(api), calibration(api)["version"]
     r = post(api, vllm_body(), headers={})
     assert r.status_code == 401 and r.json()["status"] == 401
+    assert r.headers["WWW-Authenticate"] == "Bearer"
     r = post(api, vllm_body(), headers={"Authorization": "Bearer not-the-key"})
     assert r.status_code == 403 and r.json()["status"] == 403
     # the key is checked before the body: a bad body without a key is a 401, not a 422
