@@ -63,11 +63,9 @@ from service.simulation import (
     simulated,
     skip_reason,
 )
+from service.units import MS_PER_S, S_PER_HOUR, TOKENS_PER_MILLION
 
 F = NDArray[np.float64]
-MS_PER_S = 1e3
-S_PER_HOUR = 3600.0
-TOKENS_PER_MILLION = 1e6
 # Tail of an exponential queueing delay: P(wait > t) = exp(-t / mean) -> quantile q at mean x ln(1/(1-q)).
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 

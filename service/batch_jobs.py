@@ -24,11 +24,11 @@ from service.schemas.recommendations import (
     Sla,
     SmallestDeployment,
 )
+from service.units import S_PER_HOUR
 
 if TYPE_CHECKING:
     from service.recommend import Applied, Recommender, Scored
 
-S_PER_HOUR = 3600.0
 # Candidates with the fewest GPUs tried in turn for the smallest deployment, at most (one that cannot be
 # launched, or whose simulated tail breaks the SLA, is passed over): a bound on the work of one request.
 SMALLEST_TRIES = 8

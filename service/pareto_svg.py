@@ -9,12 +9,11 @@ from typing import Literal
 from xml.sax.saxutils import escape, quoteattr
 
 from service.schemas.recommendations import ParetoPoint, Recommendation, RecommendationResponse
+from service.units import S_PER_HOUR, TOKENS_PER_MILLION
 
 CostAxis = Literal["usd_per_hour", "usd_per_million_output_tokens"]
 COST_LABELS: dict[str, str] = {"usd_per_hour": "cost, USD per hour",
                                "usd_per_million_output_tokens": "cost, USD per million output tokens"}
-S_PER_HOUR = 3600.0
-TOKENS_PER_MILLION = 1e6
 
 # Picture geometry, SVG user units (px at 100% zoom).
 WIDTH_PX, HEIGHT_PX = 1100, 520

@@ -64,11 +64,9 @@ from service.schemas.recommendations import (
     Violation,
 )
 from service.simulation import SimMemo
+from service.units import MS_PER_S, S_PER_HOUR, TOKENS_PER_MILLION
 
 F = NDArray[np.float64]
-MS_PER_S = 1e3
-S_PER_HOUR = 3600.0
-TOKENS_PER_MILLION = 1e6
 
 # Scenario presets: the brief's three cases with the bounds issue 4 states for them (chat: TTFT <= 200 ms
 # p95, TPOT <= 50 ms, no aggressive quantisation; api: TTFT within about a second, TPOT <= 100 ms; batch:

@@ -22,8 +22,8 @@ from service.schemas.predictions import (
     SimulationOptions,
     Workload,
 )
+from service.units import MS_PER_S
 
-MS_PER_S = 1e3
 # Closed-loop clients one replica may be simulated with: every client's first request is simulated before
 # the measured ones, so the work grows with the clients (~5 us a request; 10,000 clients ~0.1 s). Beyond it
 # the percentiles stay analytic.
