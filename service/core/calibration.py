@@ -452,18 +452,20 @@ class Calibration:
 def with_anchors(tables: Tables, ms: MeasurementSet, cal: Calibration) -> Calibration:
     """``cal`` with the anchors of the users' measurements among ``ms``: their residuals against what the
     service predicts for them under ``cal``, the scheduler simulation's means where a prediction is simulated
-    (a closed loop or a request rate), so that the correction moves the figures a prediction reports."""
-    params = cal.params_for(ms.keys, ms.current, ms.classes)
-    pred = predict_metrics(tables, ms, params)
-    users = [i for i, src in enumerate(ms.sources) if src.startswith(USER_SOURCE_PREFIX)]
-    if users:
-        pred = pred.copy()
-        static = static_terms(tables, ms.cand)
-        for i in users:
-            sim = _simulated_means(static, params, i, ms.keys[i][0], bool(ms.thr_is_total[i]))
+    (a closed loop or a request rate), so that the correction moves the figures a prediction reports. Only the
+    users' rows are predicted (the shipped ones never anchor)."""
+    users = np.asarray([i for i, src in enumerate(ms.sources) if src.startswith(USER_SOURCE_PREFIX)], dtype=np.int64)
+    anchors: list[dict[str, Any]] = []
+    if len(users):
+        mine = ms.take(users)
+        params = cal.params_for(mine.keys, mine.current, mine.classes)
+        pred = predict_metrics(tables, mine, params)
+        static = static_terms(tables, mine.cand)
+        for j in range(len(mine)):
+            sim = _simulated_means(static, params, j, mine.keys[j][0], bool(mine.thr_is_total[j]))
             if sim is not None:
-                pred[i] = sim
-    anchors = anchors_of(tables, ms.cand, ms.y, pred, ms.keys, ms.sources, ms.row_ids)
+                pred[j] = sim
+        anchors = anchors_of(tables, mine.cand, mine.y, pred, mine.keys, mine.sources, mine.row_ids)
     return Calibration(segments=cal.segments, generation=cal.generation, data_sha256=cal.data_sha256,
                        n_measurements=cal.n_measurements, harness=cal.harness, anchors=anchors)
 
