@@ -909,7 +909,7 @@ def _falsi_point_f(hi: float, lo: float, f_hi: float, f_lo: float) -> tuple[floa
  _W_COMM_FIXED, _W_COMM_SEQ, _W_STEP_FIXED, _W_IO, _W_C_PREFILL, _W_DEC_STEPS, _W_MAX_TOK, _W_MIN_CHUNK, _W_ISL,
  _W_ALONE, _W_FIXED_ALONE, _W_AHEAD, _W_WAVE_Q, _W_TARGET, _W_EXPERT_TERM, _W_XB, _W_B1, _W_B, _W_F0,
  _W_OUT, _W_OTHERS) = range(33)
-_W_ROWS = 33
+_W_ROWS = _W_OTHERS + 1        # the rows named above
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
