@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from service import verify
 from service.advisor import InvalidRequest
 from service.schemas.predictions import Cost, Predicted, Workload
 from service.schemas.recommendations import (
@@ -96,20 +95,18 @@ def smallest(rec: Recommender, req: RecommendationRequest, ap: Applied, s: Score
         return None
     fewest = int(s.n_gpus[feasible].min())
     found = next((r for r in recs if r.deployment.gpu_count == fewest), None)
+    rank = found.rank if found is not None else None
     if found is None:
         offline = req.workload.mode == "offline"
         order = rec.order(s, feasible[s.n_gpus[feasible] == fewest], ap.objective, offline)
         for i in order[:SMALLEST_TRIES]:
-            dep = rec.deployment(s, int(i))
-            launch = rec._launch(req, dep, {})
-            if launch.error:
-                continue
-            cand = rec._recommendation(req, ap, dep, 0, launch)
-            if not cand.launch.error and not verify.tail_violations(cand, ap.sla, ap.percentile):
+            # predicted and checked as the search checks the deployments it offers
+            cand, over = rec._predict(req, ap, rec.deployment(s, int(i)), {})
+            if not cand.launch.error and not over:
                 found = cand
                 break
     if found is None:
         return None
-    return SmallestDeployment(rank=found.rank or None, gpu_count=fewest, deployment=found.deployment,
+    return SmallestDeployment(rank=rank, gpu_count=fewest, deployment=found.deployment,
                               output_tok_s=found.predicted.output_tok_s, usd_per_hour=found.cost.usd_per_hour,
                               job=of_prediction(req.workload, found.predicted, found.cost, ap.sla.deadline_hours))
