@@ -1,0 +1,164 @@
+"""The physics of three serving levers: speculative decoding, prefix caching and CPU weight offload.
+
+Pure numpy over arrays of candidates (scalars broadcast), no catalog or engine knowledge: the callers pass the
+acceptance rate, host-link bandwidth and step-time function they looked up. Units are in the names: ``_s``
+seconds, ``_tok`` tokens, ``_bytes`` bytes, ``_gb_s`` GB/s (1e9 bytes per second), ``_seqs`` sequences.
+docs/levers.md derives each formula and says where it enters the step model, the search and the launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+F64 = NDArray[np.float64]
+# Target-model time of one forward step carrying ``query_tok`` new tokens in total (summed over the batch).
+StepTimeFn = Callable[[F64], F64]
+
+
+def _f64(x: ArrayLike) -> F64:
+    return np.asarray(x, dtype=np.float64)
+
+
+# ---- speculative decoding -------------------------------------------------------------------------------
+
+
+def expected_tokens_per_step_tok(acceptance_rate: ArrayLike, num_speculative_tokens: ArrayLike) -> F64:
+    """Tokens one sequence emits per verify step: (1 - a^(k+1)) / (1 - a), which is k + 1 at a = 1.
+
+    Draft token i is kept only if tokens 1..i-1 were, each with probability a; the step always adds the target
+    model's own next token (the bonus token). a = 0 gives 1: no better than plain decoding.
+    """
+    a = np.clip(_f64(acceptance_rate), 0.0, 1.0)
+    k = _f64(num_speculative_tokens)
+    near_one = a > 1.0 - 1e-12
+    safe_a = np.where(near_one, 0.5, a)
+    geometric = (1.0 - safe_a ** (k + 1.0)) / (1.0 - safe_a)
+    return np.where(near_one, k + 1.0, geometric)
+
+
+def verify_query_tok(batch_seqs: ArrayLike, num_speculative_tokens: ArrayLike) -> F64:
+    """Tokens the target model processes in one verify step: each sequence's last token plus its k drafts."""
+    return _f64(batch_seqs) * (_f64(num_speculative_tokens) + 1.0)
+
+
+def draft_time_per_step_s(draft_step_s: ArrayLike, num_speculative_tokens: ArrayLike) -> F64:
+    """Drafting time per verify step: k sequential draft forward passes (EAGLE heads, MTP modules, draft model).
+
+    n-gram lookup runs on the CPU between steps: pass ``draft_step_s = 0`` for it.
+    """
+    return _f64(draft_step_s) * _f64(num_speculative_tokens)
+
+
+@dataclass(frozen=True)
+class SpeculativeTiming:
+    tokens_per_step_tok: F64  # tokens each sequence emits per verify step
+    verify_step_s: F64  # target-model step over batch x (k + 1) tokens
+    draft_s: F64  # drafting time per verify step
+    tpot_s: F64  # time per output token with speculation
+    base_tpot_s: F64  # time per output token without it (one token per sequence per step)
+    speedup: F64  # base_tpot_s / tpot_s; <= 1 whenever acceptance is 0
+
+
+def speculative_tpot_s(
+    step_time_s: StepTimeFn,
+    batch_seqs: ArrayLike,
+    acceptance_rate: ArrayLike,
+    num_speculative_tokens: ArrayLike,
+    draft_s: ArrayLike,
+) -> SpeculativeTiming:
+    """TPOT with speculative decoding: (verify step over batch x (k+1) tokens + drafting) / tokens per step.
+
+    While the batch is small the step reads the weights once whatever its token count (memory-bound), so the
+    k extra tokens are nearly free and TPOT falls by up to the tokens per step; once the batch fills the GPU's
+    compute, the verify step grows with batch x (k + 1) and the rejected drafts are pure loss.
+    A step over more tokens is never taken as faster than one over fewer (the step-time function may not be
+    monotone between its fitted points), so acceptance 0 never helps.
+    """
+    batch = _f64(batch_seqs)
+    base_step_s = _f64(step_time_s(batch))
+    verify_s = np.maximum(_f64(step_time_s(verify_query_tok(batch, num_speculative_tokens))), base_step_s)
+    drafting_s = np.maximum(_f64(draft_s), 0.0)
+    tokens = expected_tokens_per_step_tok(acceptance_rate, num_speculative_tokens)
+    tpot = (verify_s + drafting_s) / tokens
+    return SpeculativeTiming(
+        tokens_per_step_tok=tokens,
+        verify_step_s=verify_s,
+        draft_s=drafting_s,
+        tpot_s=tpot,
+        base_tpot_s=base_step_s,
+        speedup=base_step_s / tpot,
+    )
+
+
+# ---- prefix caching -------------------------------------------------------------------------------------
+
+
+def cached_prefix_tok(prompt_tok: ArrayLike, hit_rate: ArrayLike, block_tok: ArrayLike) -> F64:
+    """Prompt tokens served from the prefix cache: the hit share, rounded down to whole KV blocks.
+
+    Engines cache and match whole blocks only, and always compute at least the prompt's last token (its
+    logits start the output), so at most prompt - 1 tokens are cached.
+    """
+    prompt = _f64(prompt_tok)
+    block = _f64(block_tok)
+    hit_tok = np.minimum(np.clip(_f64(hit_rate), 0.0, 1.0) * prompt, prompt - 1.0)
+    return np.floor(np.maximum(hit_tok, 0.0) / block) * block
+
+
+def prefill_computed_tok(prompt_tok: ArrayLike, hit_rate: ArrayLike, block_tok: ArrayLike) -> F64:
+    """Prompt tokens the prefill still computes: the prompt less its cached prefix (hit rate 0: all of it)."""
+    return _f64(prompt_tok) - cached_prefix_tok(prompt_tok, hit_rate, block_tok)
+
+
+def kv_blocks_per_seq(
+    prompt_tok: ArrayLike,
+    output_tok: ArrayLike,
+    hit_rate: ArrayLike,
+    block_tok: ArrayLike,
+    seqs_sharing_prefix: ArrayLike,
+) -> F64:
+    """KV blocks one running sequence holds, shared prefix blocks split over the sequences that share them.
+
+    A sequence needs ceil((prompt + output) / block) blocks; its cached prefix blocks are the same physical
+    blocks for every running sequence with that prefix, so they count once per ``seqs_sharing_prefix``
+    (1: a hit on blocks an earlier, finished request left behind saves compute but no memory).
+    """
+    block = _f64(block_tok)
+    total_blocks = np.ceil((_f64(prompt_tok) + _f64(output_tok)) / block)
+    shared_blocks = cached_prefix_tok(prompt_tok, hit_rate, block_tok) / block
+    sharing = np.maximum(_f64(seqs_sharing_prefix), 1.0)
+    return total_blocks - shared_blocks + shared_blocks / sharing
+
+
+# ---- CPU weight offload ---------------------------------------------------------------------------------
+
+
+def offload_needed_bytes(required_bytes: ArrayLike, available_bytes: ArrayLike) -> F64:
+    """Weight bytes per GPU that must live in host memory for the rest to fit (0 when it already fits)."""
+    return np.maximum(_f64(required_bytes) - _f64(available_bytes), 0.0)
+
+
+def offload_step_floor_s(offloaded_bytes: ArrayLike, host_link_bw_gb_s: ArrayLike) -> F64:
+    """Shortest possible step with offloaded weights: every forward pass streams them over the host link.
+
+    ``host_link_bw_gb_s`` is the link's bandwidth in the host-to-GPU direction (levers.yaml host_links).
+    """
+    return _f64(offloaded_bytes) / (_f64(host_link_bw_gb_s) * 1e9)
+
+
+def offloaded_step_s(
+    step_s: ArrayLike, offloaded_bytes: ArrayLike, host_link_bw_gb_s: ArrayLike, overlapped: ArrayLike
+) -> F64:
+    """Step time with offloaded weights: the transfer added to the step, or hidden behind it when prefetched.
+
+    The offloaded weights are still read from GPU memory once copied in, so the on-GPU step is unchanged;
+    ``overlapped`` (a prefetching backend) takes the longer of step and transfer, otherwise they add up.
+    Either way the result is at least ``step_s`` and at least the transfer: offload never lowers TPOT.
+    """
+    step = _f64(step_s)
+    floor = offload_step_floor_s(offloaded_bytes, host_link_bw_gb_s)
+    return np.where(np.asarray(overlapped, dtype=bool), np.maximum(step, floor), step + floor)

@@ -1,0 +1,156 @@
+"""Hand-computed checks of the lever physics (service/core/levers.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from service.core.levers import (
+    F64,
+    cached_prefix_tok,
+    draft_time_per_step_s,
+    expected_tokens_per_step_tok,
+    kv_blocks_per_seq,
+    offload_needed_bytes,
+    offload_step_floor_s,
+    offloaded_step_s,
+    prefill_computed_tok,
+    speculative_tpot_s,
+    verify_query_tok,
+)
+
+# A roofline step: 10 ms to read the weights once, 0.1 ms of compute per token in the step.
+WEIGHTS_READ_S = 0.010
+COMPUTE_PER_TOK_S = 0.0001
+
+
+def roofline_step_s(query_tok: F64) -> F64:
+    return np.maximum(WEIGHTS_READ_S, query_tok * COMPUTE_PER_TOK_S)
+
+
+# ---- speculative decoding -------------------------------------------------------------------------------
+
+
+def test_expected_tokens_per_step_by_hand() -> None:
+    # k = 3, a = 0.5: 1 + 0.5 + 0.25 + 0.125 = 1.875. a = 1: all k drafts and the bonus token. a = 0: bonus only.
+    got = expected_tokens_per_step_tok([0.5, 1.0, 0.0, 0.8], [3, 3, 3, 1])
+    # k = 1, a = 0.8 (MTP with one module): 1 + 0.8 = 1.8 tokens per step.
+    np.testing.assert_allclose(got, [1.875, 4.0, 1.0, 1.8])
+
+
+def test_expected_tokens_is_continuous_at_full_acceptance() -> None:
+    # Just below a = 1 the geometric sum is k + 1 less a vanishing amount, never a division by zero.
+    got = expected_tokens_per_step_tok([1.0 - 1e-9, 1.0], 4)
+    np.testing.assert_allclose(got, [5.0, 5.0], rtol=1e-6)
+    assert np.all(np.isfinite(got))
+
+
+def test_verify_step_carries_k_plus_one_tokens_per_sequence() -> None:
+    np.testing.assert_array_equal(verify_query_tok([1, 64], 3), [4.0, 256.0])
+    np.testing.assert_array_equal(draft_time_per_step_s(0.0005, 3), 0.0015)
+
+
+def test_speculation_at_batch_one_by_hand() -> None:
+    # Batch 1, k = 3: the verify step is 4 tokens, still memory-bound at 10 ms. Drafting 3 x 0.5 ms.
+    # TPOT = (10 + 1.5) / 1.875 = 6.1333 ms against 10 ms: 1.63x.
+    t = speculative_tpot_s(roofline_step_s, 1, 0.5, 3, draft_time_per_step_s(0.0005, 3))
+    assert float(t.verify_step_s) == pytest.approx(0.010)
+    assert float(t.tpot_s) == pytest.approx(0.0115 / 1.875)
+    assert float(t.speedup) == pytest.approx(0.010 / (0.0115 / 1.875))
+    assert float(t.speedup) == pytest.approx(1.6304, abs=1e-4)
+
+
+def test_speculation_at_a_full_batch_is_a_loss_by_hand() -> None:
+    # Batch 256: plain step 256 x 0.1 ms = 25.6 ms (compute-bound); verify 1024 tokens = 102.4 ms.
+    # TPOT = (102.4 + 1.5) / 1.875 = 55.413 ms against 25.6 ms: 0.462x, a loss.
+    t = speculative_tpot_s(roofline_step_s, 256, 0.5, 3, 0.0015)
+    assert float(t.base_tpot_s) == pytest.approx(0.0256)
+    assert float(t.tpot_s) == pytest.approx(0.1039 / 1.875)
+    assert float(t.speedup) == pytest.approx(0.4620, abs=1e-4)
+
+
+def test_gain_shrinks_as_the_batch_fills() -> None:
+    batches = np.array([1.0, 8.0, 32.0, 64.0, 256.0])
+    t = speculative_tpot_s(roofline_step_s, batches, 0.717, 3, 0.0)
+    assert np.all(np.diff(t.speedup) <= 1e-12)
+    assert t.speedup[0] > 2.5 and t.speedup[-1] < 1.0
+
+
+def test_acceptance_zero_never_helps() -> None:
+    # Batch 1: one token per step for a 10 ms verify plus 1.5 ms of drafting: 0.8696x.
+    t = speculative_tpot_s(roofline_step_s, 1, 0.0, 3, 0.0015)
+    assert float(t.speedup) == pytest.approx(0.010 / 0.0115)
+    batches = np.array([1.0, 4.0, 16.0, 64.0, 512.0])
+    assert np.all(speculative_tpot_s(roofline_step_s, batches, 0.0, 5, 0.0).speedup <= 1.0)
+
+
+def test_acceptance_zero_never_helps_with_a_non_monotone_step_time() -> None:
+    # A fitted step time that dips for larger steps must not make 4 tokens cheaper than 1.
+    def dipping_step_s(query_tok: F64) -> F64:
+        return np.where(query_tok <= 1.0, 0.010, 0.009)
+
+    t = speculative_tpot_s(dipping_step_s, 1, 0.0, 3, 0.0)
+    assert float(t.speedup) == pytest.approx(1.0)
+
+
+# ---- prefix caching -------------------------------------------------------------------------------------
+
+
+def test_prefix_hit_rate_zero_changes_nothing() -> None:
+    # 1000-token prompt, 200 output tokens, 16-token blocks: ceil(1200 / 16) = 75 blocks, all 1000 prompt tokens.
+    assert float(prefill_computed_tok(1000, 0.0, 16)) == 1000.0
+    assert float(kv_blocks_per_seq(1000, 200, 0.0, 16, 8)) == 75.0
+
+
+def test_prefix_hit_by_hand() -> None:
+    # Half of 1000 tokens = 500, in whole 16-token blocks: 31 blocks = 496 cached, 504 computed.
+    assert float(cached_prefix_tok(1000, 0.5, 16)) == 496.0
+    assert float(prefill_computed_tok(1000, 0.5, 16)) == 504.0
+    # 4 running sequences share those 31 blocks: 75 - 31 + 31 / 4 = 51.75 blocks each.
+    assert float(kv_blocks_per_seq(1000, 200, 0.5, 16, 4)) == pytest.approx(51.75)
+    # Alone, the sequence still holds all 75: the hit saved compute, not memory.
+    assert float(kv_blocks_per_seq(1000, 200, 0.5, 16, 1)) == 75.0
+
+
+def test_full_hit_still_computes_the_last_token() -> None:
+    # 1024 tokens, hit rate 1: at most 1023 cached, rounded down to 63 blocks = 1008; 16 tokens computed.
+    assert float(cached_prefix_tok(1024, 1.0, 16)) == 1008.0
+    assert float(prefill_computed_tok(1024, 1.0, 16)) == 16.0
+
+
+def test_prefill_compute_falls_with_the_hit_rate() -> None:
+    computed = prefill_computed_tok(4096, np.linspace(0.0, 1.0, 11), 16)
+    assert computed[0] == 4096.0
+    assert np.all(np.diff(computed) <= 0.0) and computed[-1] < computed[0] / 100
+
+
+# ---- CPU weight offload ---------------------------------------------------------------------------------
+
+
+def test_offload_floor_by_hand() -> None:
+    # 40 GB over PCIe 4.0 x16 (31.5 GB/s one way) = 1.2698 s; PCIe 5.0 (63) = 0.6349 s; NVLink-C2C (450) = 0.0889 s.
+    np.testing.assert_allclose(offload_step_floor_s(40e9, [31.5, 63.0, 450.0]), [40 / 31.5, 40 / 63, 40 / 450])
+
+
+def test_offload_adds_the_transfer_or_hides_behind_it() -> None:
+    # A 20 ms step with 40 GB streamed over PCIe 4.0: 20 ms + 1269.8 ms serial; max(20, 1269.8) ms prefetched.
+    got = offloaded_step_s(0.020, 40e9, 31.5, [False, True])
+    np.testing.assert_allclose(got, [0.020 + 40 / 31.5, 40 / 31.5])
+    # Nothing offloaded: the step is unchanged.
+    assert float(offloaded_step_s(0.020, 0.0, 31.5, False)) == 0.020
+
+
+def test_offload_never_lowers_tpot() -> None:
+    rng = np.random.default_rng(0)
+    step = rng.uniform(0.001, 0.2, 200)
+    offloaded = rng.uniform(0.0, 80e9, 200)
+    link = rng.choice([15.75, 31.5, 63.0, 121.0, 450.0], 200)
+    for overlapped in (False, True):
+        got = offloaded_step_s(step, offloaded, link, overlapped)
+        assert np.all(got >= step)
+        assert np.all(got >= offload_step_floor_s(offloaded, link))
+
+
+def test_offload_needed_to_fit() -> None:
+    # 141 GB of weights against 72 GB free: 69 GB must live in host memory; 60 GB of weights fit as they are.
+    np.testing.assert_allclose(offload_needed_bytes([141e9, 60e9], 72e9), [69e9, 0.0])
