@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpu_catalog.levers import load_levers, mean_accepted_length_tok
 from service.core.levers import (
     F64,
     cached_prefix_tok,
@@ -43,6 +44,21 @@ def test_expected_tokens_is_continuous_at_full_acceptance() -> None:
     got = expected_tokens_per_step_tok([1.0 - 1e-9, 1.0], 4)
     np.testing.assert_allclose(got, [5.0, 5.0], rtol=1e-6)
     assert np.all(np.isfinite(got))
+
+
+def test_core_formula_reproduces_every_catalog_figure() -> None:
+    # The catalog converts quoted mean accepted lengths with the same formula: both agree, and match the quote.
+    measurements = load_levers().measurements
+    a = np.array([m.acceptance_rate for m in measurements])
+    k = np.array([m.num_speculative_tokens for m in measurements])
+    got = expected_tokens_per_step_tok(a, k)
+    np.testing.assert_allclose(
+        got, [mean_accepted_length_tok(m.acceptance_rate, m.num_speculative_tokens) for m in measurements]
+    )
+    quoted = [
+        (g, m.quoted_value) for g, m in zip(got, measurements, strict=True) if m.quoted_kind == "mean_accepted_length"
+    ]
+    assert len(quoted) >= 4 and all(abs(g - q) <= 0.005 for g, q in quoted)
 
 
 def test_verify_step_carries_k_plus_one_tokens_per_sequence() -> None:
