@@ -134,6 +134,15 @@ def kv_blocks_per_seq(
     return total_blocks - shared_blocks + shared_blocks / sharing
 
 
+def host_prefix_load_s(cached_tok: ArrayLike, kv_bytes_per_tok: ArrayLike, host_link_bw_gb_s: ArrayLike) -> F64:
+    """Time to bring a cached prefix's KV back from host memory (KV offload tier) over the host link.
+
+    A hit on host-resident blocks pays this instead of recomputing the prefix; worth it while it is shorter
+    than the prefill of those tokens.
+    """
+    return _f64(cached_tok) * _f64(kv_bytes_per_tok) / (_f64(host_link_bw_gb_s) * 1e9)
+
+
 # ---- CPU weight offload ---------------------------------------------------------------------------------
 
 

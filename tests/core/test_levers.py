@@ -11,6 +11,7 @@ from service.core.levers import (
     cached_prefix_tok,
     draft_time_per_step_s,
     expected_tokens_per_step_tok,
+    host_prefix_load_s,
     kv_blocks_per_seq,
     offload_needed_bytes,
     offload_step_floor_s,
@@ -138,6 +139,14 @@ def test_prefill_compute_falls_with_the_hit_rate() -> None:
     computed = prefill_computed_tok(4096, np.linspace(0.0, 1.0, 11), 16)
     assert computed[0] == 4096.0
     assert np.all(np.diff(computed) <= 0.0) and computed[-1] < computed[0] / 100
+
+
+def test_host_prefix_load_by_hand() -> None:
+    # Llama-3.1-8B KV in BF16: 2 x 32 layers x 8 KV heads x 128 x 2 bytes = 131072 bytes per token. A 4096-token
+    # prefix is 0.537 GB: 17.0 ms over PCIe 4.0 x16 (31.5 GB/s), 8.5 ms over PCIe 5.0 (63).
+    got = host_prefix_load_s(4096, 131072, [31.5, 63.0])
+    np.testing.assert_allclose(got, [4096 * 131072 / 31.5e9, 4096 * 131072 / 63e9])
+    assert got[0] == pytest.approx(0.01704, abs=1e-5)
 
 
 # ---- CPU weight offload ---------------------------------------------------------------------------------
