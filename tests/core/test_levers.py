@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from gpu_catalog.levers import load_levers, mean_accepted_length_tok
+from gpu_catalog.loader import load_catalog
 from service.core.levers import (
     F64,
     cached_prefix_tok,
@@ -179,3 +180,21 @@ def test_offload_never_lowers_tpot() -> None:
 def test_offload_needed_to_fit() -> None:
     # 141 GB of weights against 72 GB free: 69 GB must live in host memory; 60 GB of weights fit as they are.
     np.testing.assert_allclose(offload_needed_bytes([141e9, 60e9], 72e9), [69e9, 0.0])
+
+
+def test_llama_70b_bf16_on_one_h100_needs_offload_by_hand() -> None:
+    # The relaxation case: 70.55e9 parameters x 2 bytes = 141.1 GB of weights; an H100 SXM (80 GB, 3350 GB/s)
+    # at vLLM's 0.9 memory share holds 72 GB, so 69.1 GB go to host memory. Each step streams them over
+    # PCIe 5.0 x16 (63 GB/s): 1.0968 s, plus reading all 141.1 GB from HBM: 42.1 ms; 1.139 s per token.
+    catalog, levers = load_catalog(), load_levers()
+    model = catalog.resolve_model("meta-llama/Llama-3.1-70B-Instruct")
+    gpu = next(g for g in catalog.gpus if g.id == "h100-sxm")
+    link_gb_s = levers.host_link_bw_gb_s_per_direction("h100-sxm")
+    assert model is not None and link_gb_s == 63.0
+    weights_bytes = model.total_params_b * 1e9 * 2
+    offload = offload_needed_bytes(weights_bytes, gpu.memory_gb * 1e9 * 0.9)
+    assert float(offload) == pytest.approx(69.1e9)
+    step_s = weights_bytes / (gpu.memory_bw_gb_s * 1e9)
+    tpot = offloaded_step_s(step_s, offload, link_gb_s, False)
+    assert float(tpot) == pytest.approx(69.1 / 63 + 141.1 / 3350)
+    assert float(tpot) == pytest.approx(1.139, abs=1e-3)
