@@ -1,0 +1,138 @@
+"""Published checkpoints: the weight dtypes a catalog model can be served in as published.
+
+``gpu_catalog/data/checkpoints.yaml`` records, per catalog model, the dtype its own release ships in where
+that is not 16-bit (``native``), and the pre-quantised Hugging Face repositories of it (``checkpoints``).
+Everything is validated against the catalog (model ids, weight dtype ids) before anything is returned; a
+bad value raises ``CatalogError`` naming the file, the row and the field, as ``gpu_catalog.loader`` does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+from gpu_catalog.loader import DATA_DIR, Catalog, CatalogError, _read_yaml, _unique, _validate, load_catalog
+from gpu_catalog.schema import _Strict
+
+CHECKPOINTS_FILE = "checkpoints.yaml"
+
+# A Hugging Face repository id: owner/name (huggingface_hub's repo-id rule: letters, digits, '-', '_', '.').
+_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+# The 16-bit dtypes a release ships in when it has no ``native`` entry.
+_SIXTEEN_BIT = frozenset({"bf16", "fp16"})
+
+
+def _repo_id(v: str) -> str:
+    if not _REPO_ID_RE.match(v):
+        raise ValueError("must be a Hugging Face repository id 'owner/name'")
+    return v
+
+
+def _has_url(v: str) -> str:
+    if "https://" not in v:
+        raise ValueError("must give the https:// address the value was read from")
+    return v
+
+
+RepoId = Annotated[str, AfterValidator(_repo_id)]
+SourceText = Annotated[str, AfterValidator(_has_url)]
+
+
+class _ModelDtype(_Strict):
+    model: str = Field(description="catalog model id (canonical)")
+    weight_dtype: str = Field(description="weight dtype id (dtypes.yaml) of the weights")
+    source: SourceText = Field(min_length=10, description="where the id and the format were read (https address)")
+    notes: str = Field(default="", description="remarks: which weights are quantised, hardware it targets")
+
+
+class NativeDtypeSpec(_ModelDtype):
+    """The weight dtype a model's own release ships in, where it is not 16-bit."""
+
+
+class CheckpointSpec(_ModelDtype):
+    """One published pre-quantised repository of a catalog model."""
+
+    repo_id: RepoId = Field(description="Hugging Face repository id to serve")
+    base_model: RepoId | None = Field(
+        default=None, description="the release it was quantised from, where that is a variant of `model`"
+    )
+    producer: str = Field(min_length=2, description="who published it")
+    tool: str = Field(min_length=2, description="what quantised it (with version where the card states one)")
+
+
+@dataclass(frozen=True)
+class CheckpointCatalog:
+    native: list[NativeDtypeSpec]
+    checkpoints: list[CheckpointSpec]
+
+    @cached_property
+    def _native_by_model(self) -> dict[str, str]:
+        return {n.model: n.weight_dtype for n in self.native}
+
+    def native_weight_dtype(self, model_id: str) -> str | None:
+        """The non-16-bit dtype ``model_id``'s release ships in; None when it ships 16-bit weights."""
+        return self._native_by_model.get(model_id)
+
+    def for_model(self, model_id: str, weight_dtype: str | None = None) -> list[CheckpointSpec]:
+        """Published pre-quantised repositories of ``model_id`` (of ``weight_dtype`` when given), file order."""
+        return [
+            c
+            for c in self.checkpoints
+            if c.model == model_id and (weight_dtype is None or c.weight_dtype == weight_dtype)
+        ]
+
+    def published_dtypes(self, model_id: str) -> set[str]:
+        """Every weight dtype ``model_id`` can be served in as published: its release's and its checkpoints'.
+        A release with no ``native`` entry counts as both 16-bit dtypes (a BF16 release serves as FP16 by a cast)."""
+        native = self.native_weight_dtype(model_id)
+        out = {native} if native else set(_SIXTEEN_BIT)
+        out.update(c.weight_dtype for c in self.checkpoints if c.model == model_id)
+        return out
+
+    def by_repo_id(self, repo_id: str) -> CheckpointSpec | None:
+        """The recorded checkpoint a repository id (any case) names, if any."""
+        want = repo_id.lower()
+        return next((c for c in self.checkpoints if c.repo_id.lower() == want), None)
+
+
+def load_checkpoints(data_dir: Path = DATA_DIR, catalog: Catalog | None = None) -> CheckpointCatalog:
+    """Read and validate checkpoints.yaml against ``catalog`` (loaded from ``data_dir`` when not given)."""
+    cat = catalog if catalog is not None else load_catalog(data_dir)
+    path = data_dir / CHECKPOINTS_FILE
+    raw = _read_yaml(path)
+    native = _validate(NativeDtypeSpec, raw, path, "native")
+    checkpoints = _validate(CheckpointSpec, raw, path, "checkpoints")
+    _unique((n.model for n in native), path, "native.model")
+    _unique((c.repo_id.lower() for c in checkpoints), path, "checkpoints.repo_id")
+
+    model_ids = {m.id for m in cat.models}
+    dtype_ids = {d.id for d in cat.weight_dtypes}
+    sections: tuple[tuple[str, Sequence[_ModelDtype]], ...] = (("native", native), ("checkpoints", checkpoints))
+    for section, entries in sections:
+        for i, e in enumerate(entries, start=1):
+            if e.model not in model_ids:
+                known = cat.resolve_model(e.model)
+                hint = f" (an alias of '{known.id}': use the canonical id)" if known else ""
+                raise CatalogError(path, i, f"{section}.model", f"unknown model '{e.model}'{hint}")
+            if e.weight_dtype not in dtype_ids:
+                raise CatalogError(
+                    path,
+                    i,
+                    f"{section}.weight_dtype",
+                    f"unknown weight dtype '{e.weight_dtype}'; valid: {sorted(dtype_ids)}",
+                )
+    for i, n in enumerate(native, start=1):
+        if n.weight_dtype in _SIXTEEN_BIT:
+            raise CatalogError(
+                path,
+                i,
+                "native.weight_dtype",
+                "16-bit releases are the default: list only releases that ship another dtype",
+            )
+    return CheckpointCatalog(native=native, checkpoints=checkpoints)

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpu_catalog.checkpoints import CHECKPOINTS_FILE, load_checkpoints
+from gpu_catalog.loader import DATA_DIR, CatalogError, load_catalog
+
+
+def test_every_entry_validates_against_the_catalog() -> None:
+    cat = load_catalog()
+    ckpts = load_checkpoints(catalog=cat)
+    model_ids = {m.id for m in cat.models}
+    dtype_ids = {d.id for d in cat.weight_dtypes}
+    assert len(ckpts.native) >= 5
+    assert len(ckpts.checkpoints) >= 20
+    for entry in (*ckpts.native, *ckpts.checkpoints):
+        assert entry.model in model_ids
+        assert entry.weight_dtype in dtype_ids
+        assert "https://" in entry.source
+    repo_ids = [c.repo_id.lower() for c in ckpts.checkpoints]
+    assert len(repo_ids) == len(set(repo_ids))
+
+
+def test_releases_that_ship_quantised_weights() -> None:
+    ckpts = load_checkpoints()
+    assert ckpts.native_weight_dtype("deepseek-ai/DeepSeek-V3") == "fp8"
+    assert ckpts.native_weight_dtype("deepseek-ai/DeepSeek-R1") == "fp8"
+    assert ckpts.native_weight_dtype("openai/gpt-oss-120b") == "mxfp4"
+    assert ckpts.native_weight_dtype("meta-llama/Llama-3.1-8B") is None
+    # R1 is served as published at FP8, or from NVIDIA's FP4 checkpoints; never as a 16-bit release.
+    assert ckpts.published_dtypes("deepseek-ai/DeepSeek-R1") == {"fp8", "nvfp4"}
+    assert "nvidia/DeepSeek-R1-FP4" in {c.repo_id for c in ckpts.for_model("deepseek-ai/DeepSeek-R1", "nvfp4")}
+    assert ckpts.published_dtypes("huggyllama/llama-7b") == {"bf16", "fp16"}
+    found = ckpts.by_repo_id("QWEN/qwen3-235b-a22b-fp8")
+    assert found is not None and (found.model, found.weight_dtype) == ("Qwen/Qwen3-235B-A22B", "fp8")
+
+
+def test_loading_twice_changes_nothing() -> None:
+    path = DATA_DIR / CHECKPOINTS_FILE
+    before = path.read_bytes()
+    first, second = load_checkpoints(), load_checkpoints()
+    assert first == second
+    assert path.read_bytes() == before
+
+
+def _copy_with(tmp_path: Path, edit: Any) -> Path:
+    dst = tmp_path / "data"
+    shutil.copytree(DATA_DIR, dst, ignore=shutil.ignore_patterns("benchmarks"))
+    raw = yaml.safe_load((dst / CHECKPOINTS_FILE).read_text())
+    edit(raw)
+    (dst / CHECKPOINTS_FILE).write_text(yaml.safe_dump(raw))
+    return dst
+
+
+def _set(section: str, index: int, key: str, value: Any) -> Any:
+    def edit(raw: dict[str, Any]) -> None:
+        raw[section][index][key] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("section", "index", "key", "value", "field", "words"),
+    [
+        ("checkpoints", 2, "weight_dtype", "fp6", "checkpoints.weight_dtype", "unknown weight dtype 'fp6'"),
+        (
+            "checkpoints",
+            0,
+            "model",
+            "deepseek-ai/DeepSeek-R1-0528",
+            "checkpoints.model",
+            "alias of 'deepseek-ai/DeepSeek-R1'",
+        ),
+        ("native", 1, "model", "acme/NoSuchModel", "native.model", "unknown model"),
+        ("native", 0, "weight_dtype", "bf16", "native.weight_dtype", "16-bit releases are the default"),
+        ("checkpoints", 3, "repo_id", "not a repo id", "repo_id", "owner/name"),
+        ("checkpoints", 1, "source", "a card somewhere", "source", "https://"),
+    ],
+)
+def test_bad_entry_is_named_with_row_and_field(
+    tmp_path: Path, section: str, index: int, key: str, value: Any, field: str, words: str
+) -> None:
+    data = _copy_with(tmp_path, _set(section, index, key, value))
+    with pytest.raises(CatalogError) as err:
+        load_checkpoints(data)
+    assert err.value.file.endswith(CHECKPOINTS_FILE)
+    assert err.value.row == index + 1
+    assert err.value.field == field
+    assert words in err.value.message
+
+
+def test_duplicate_repository_is_rejected(tmp_path: Path) -> None:
+    def dup(raw: dict[str, Any]) -> None:
+        raw["checkpoints"].append(dict(raw["checkpoints"][0], repo_id=raw["checkpoints"][0]["repo_id"].upper()))
+
+    data = _copy_with(tmp_path, dup)
+    with pytest.raises(CatalogError, match=r"duplicate checkpoints\.repo_id"):
+        load_checkpoints(data)
