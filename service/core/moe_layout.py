@@ -20,7 +20,7 @@ Parameter counts come from the config.json fields of the catalog (``ModelSpec``)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Literal
 
 from gpu_catalog.schema import ModelSpec
@@ -147,9 +147,7 @@ def param_split(m: ModelSpec) -> ParamSplit:
     )
     unexplained = m.total_params_b * 1e9 - split_params.total_params
     if unexplained > _UNEXPLAINED_SHARE * m.total_params_b * 1e9:
-        return ParamSplit(
-            **{**{f.name: getattr(split_params, f.name) for f in fields(split_params)}, "other_params": unexplained}
-        )
+        return replace(split_params, other_params=unexplained)
     return split_params
 
 

@@ -181,3 +181,14 @@ def test_impossible_layouts_name_the_field(
         weight_bytes_per_rank(models[model_id], layout, FP8_BITS)
     assert err.value.field == field
     assert words in str(err.value)
+
+
+def test_parameters_the_config_cannot_place_count_as_split_linear_weights(r1: ModelSpec) -> None:
+    # A stated total of 681.026404B is 9,999,999,648 above the config-derived 671,026,404,352 (more than 1%):
+    # the rest counts as TP-split linear weights, 9,999,999,648 / 8 GPUs x 1 B per GPU at tp 8. 0.07B (0.01%)
+    # above is rounding of the stated figure and adds nothing.
+    bigger = r1.model_copy(update={"total_params_b": 681.026404})
+    s = param_split(bigger)
+    assert s.other_params == pytest.approx(9_999_999_648)
+    assert weight_bytes_per_rank(bigger, Layout(tp=8), FP8_BITS).other_bytes == pytest.approx(9_999_999_648 / 8)
+    assert param_split(r1.model_copy(update={"total_params_b": 671.1})).other_params == 0
