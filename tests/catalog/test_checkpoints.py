@@ -32,8 +32,9 @@ def test_releases_that_ship_quantised_weights() -> None:
     assert ckpts.native_weight_dtype("deepseek-ai/DeepSeek-R1") == "fp8"
     assert ckpts.native_weight_dtype("openai/gpt-oss-120b") == "mxfp4"
     assert ckpts.native_weight_dtype("meta-llama/Llama-3.1-8B") is None
-    # R1 is served as published at FP8, or from NVIDIA's FP4 checkpoints; never as a 16-bit release.
-    assert ckpts.published_dtypes("deepseek-ai/DeepSeek-R1") == {"fp8", "nvfp4"}
+    # R1 is served as published at FP8, or from NVIDIA's NVFP4 and AMD's MXFP4 checkpoints; never as a 16-bit
+    # release.
+    assert ckpts.published_dtypes("deepseek-ai/DeepSeek-R1") == {"fp8", "nvfp4", "mxfp4"}
     assert "nvidia/DeepSeek-R1-FP4" in {c.repo_id for c in ckpts.for_model("deepseek-ai/DeepSeek-R1", "nvfp4")}
     assert ckpts.published_dtypes("huggyllama/llama-7b") == {"bf16", "fp16"}
     found = ckpts.by_repo_id("QWEN/qwen3-235b-a22b-fp8")
