@@ -253,3 +253,18 @@ def test_layouts_an_engine_cannot_express(engine: str, layout: Layout, field: st
         engine_parallel_settings(engine, layout)
     assert err.value.field == field
     assert words in str(err.value)
+
+
+def test_one_gpu_holds_the_whole_model_and_experts_are_never_lost(models: dict[str, ModelSpec]) -> None:
+    for m in models.values():
+        if not m.num_experts:
+            continue
+        s = param_split(m)
+        whole = weight_bytes_per_rank(m, Layout(), FP8_BITS)
+        unquantised = s.embedding_params + s.lm_head_params + s.router_params + s.norm_params
+        assert whole.total_bytes == pytest.approx(s.total_params - unquantised + 2 * unquantised), m.id
+        for layout in (Layout(tp=2, dp=2, ep=4), Layout(tp=1, dp=8, ep=8), Layout(tp=4, dp=2, ep=2)):
+            if m.num_experts % layout.ep:
+                continue
+            per_gpu = weight_bytes_per_rank(m, layout, FP8_BITS).routed_expert_bytes
+            assert per_gpu * layout.gpus == pytest.approx(s.routed_expert_params), (m.id, layout)
