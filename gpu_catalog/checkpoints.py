@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from gpu_catalog.loader import DATA_DIR, Catalog, CatalogError, _read_yaml, _unique, _validate, load_catalog
 from gpu_catalog.schema import _Strict
@@ -54,6 +54,17 @@ class _ModelDtype(_Strict):
 class NativeDtypeSpec(_ModelDtype):
     """The weight dtype a model's own release ships in, where it is not 16-bit."""
 
+    weight_dtype: str | None = Field(  # type: ignore[assignment]
+        description="weight dtype id (dtypes.yaml) of the released weights; null when the release's format has "
+        "no catalog dtype (then `notes` names the format)"
+    )
+
+    @model_validator(mode="after")
+    def _format_named(self) -> NativeDtypeSpec:
+        if self.weight_dtype is None and not self.notes:
+            raise ValueError("a release format with no catalog dtype needs `notes` naming the format")
+        return self
+
 
 class CheckpointSpec(_ModelDtype):
     """One published pre-quantised repository of a catalog model."""
@@ -72,11 +83,16 @@ class CheckpointCatalog:
     checkpoints: list[CheckpointSpec]
 
     @cached_property
-    def _native_by_model(self) -> dict[str, str]:
+    def _native_by_model(self) -> dict[str, str | None]:
         return {n.model: n.weight_dtype for n in self.native}
 
+    def ships_16bit(self, model_id: str) -> bool:
+        """The model's own release ships 16-bit weights (it has no ``native`` entry)."""
+        return model_id not in self._native_by_model
+
     def native_weight_dtype(self, model_id: str) -> str | None:
-        """The non-16-bit dtype ``model_id``'s release ships in; None when it ships 16-bit weights."""
+        """The catalog dtype of a release that ships non-16-bit weights; None for a 16-bit release and for a
+        release whose format has no catalog dtype (``ships_16bit`` tells them apart)."""
         return self._native_by_model.get(model_id)
 
     def for_model(self, model_id: str, weight_dtype: str | None = None) -> list[CheckpointSpec]:
@@ -89,9 +105,10 @@ class CheckpointCatalog:
 
     def published_dtypes(self, model_id: str) -> set[str]:
         """Every weight dtype ``model_id`` can be served in as published: its release's and its checkpoints'.
-        A release with no ``native`` entry counts as both 16-bit dtypes (a BF16 release serves as FP16 by a cast)."""
+        A release with no ``native`` entry counts as both 16-bit dtypes (a BF16 release serves as FP16 by a cast);
+        a release in a format with no catalog dtype adds nothing."""
         native = self.native_weight_dtype(model_id)
-        out = {native} if native else set(_SIXTEEN_BIT)
+        out = set(_SIXTEEN_BIT) if self.ships_16bit(model_id) else ({native} if native else set())
         out.update(c.weight_dtype for c in self.checkpoints if c.model == model_id)
         return out
 
@@ -120,7 +137,7 @@ def load_checkpoints(data_dir: Path = DATA_DIR, catalog: Catalog | None = None) 
                 known = cat.resolve_model(e.model)
                 hint = f" (an alias of '{known.id}': use the canonical id)" if known else ""
                 raise CatalogError(path, i, f"{section}.model", f"unknown model '{e.model}'{hint}")
-            if e.weight_dtype not in dtype_ids:
+            if e.weight_dtype is not None and e.weight_dtype not in dtype_ids:
                 raise CatalogError(
                     path,
                     i,

@@ -20,8 +20,10 @@ def test_every_entry_validates_against_the_catalog() -> None:
     assert len(ckpts.checkpoints) >= 20
     for entry in (*ckpts.native, *ckpts.checkpoints):
         assert entry.model in model_ids
-        assert entry.weight_dtype in dtype_ids
         assert "https://" in entry.source
+    assert {c.weight_dtype for c in ckpts.checkpoints} <= dtype_ids
+    # a release format with no catalog dtype is named in its notes
+    assert all(n.weight_dtype in dtype_ids or (n.weight_dtype is None and n.notes) for n in ckpts.native)
     repo_ids = [c.repo_id.lower() for c in ckpts.checkpoints]
     assert len(repo_ids) == len(set(repo_ids))
 
@@ -37,6 +39,11 @@ def test_releases_that_ship_quantised_weights() -> None:
     assert ckpts.published_dtypes("deepseek-ai/DeepSeek-R1") == {"fp8", "nvfp4", "mxfp4"}
     assert "nvidia/DeepSeek-R1-FP4" in {c.repo_id for c in ckpts.for_model("deepseek-ai/DeepSeek-R1", "nvfp4")}
     assert ckpts.published_dtypes("huggyllama/llama-7b") == {"bf16", "fp16"}
+    # Kimi-K2.5 ships INT4 with group-32 scales, a format dtypes.yaml does not have: it is served only from the
+    # published NVFP4 and MXFP4 checkpoints, never as a 16-bit release.
+    assert not ckpts.ships_16bit("moonshotai/Kimi-K2.5")
+    assert ckpts.native_weight_dtype("moonshotai/Kimi-K2.5") is None
+    assert ckpts.published_dtypes("moonshotai/Kimi-K2.5") == {"nvfp4", "mxfp4"}
     found = ckpts.by_repo_id("QWEN/qwen3-235b-a22b-fp8")
     assert found is not None and (found.model, found.weight_dtype) == ("Qwen/Qwen3-235B-A22B", "fp8")
 
@@ -81,10 +88,11 @@ def _set(section: str, index: int, key: str, value: Any) -> Any:
         ("native", 0, "weight_dtype", "bf16", "native.weight_dtype", "16-bit releases are the default"),
         ("checkpoints", 3, "repo_id", "not a repo id", "repo_id", "owner/name"),
         ("checkpoints", 1, "source", "a card somewhere", "source", "https://"),
+        ("native", 5, "notes", "", None, "needs `notes` naming the format"),
     ],
 )
 def test_bad_entry_is_named_with_row_and_field(
-    tmp_path: Path, section: str, index: int, key: str, value: Any, field: str, words: str
+    tmp_path: Path, section: str, index: int, key: str, value: Any, field: str | None, words: str
 ) -> None:
     data = _copy_with(tmp_path, _set(section, index, key, value))
     with pytest.raises(CatalogError) as err:
