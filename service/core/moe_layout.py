@@ -265,6 +265,28 @@ def all_to_all_bytes_per_step_per_rank(
     return per_layer * param_split(m).moe_layers / layout.pp
 
 
+def routed_experts_touched_per_step(m: ModelSpec, layout: Layout, tokens_per_dp_rank: float) -> float:
+    """Expected distinct routed experts of one MoE layer that a step's tokens use, under uniform routing: all
+    ``dp`` ranks' tokens meet in the MoE layers, ``E (1 - (1 - k/E)^(tokens x dp))``."""
+    check_layout(m, layout)
+    e, k = m.num_experts or 0, m.experts_per_token or 0
+    if not e:
+        return 0.0
+    return e * (1.0 - (1.0 - k / e) ** (tokens_per_dp_rank * layout.dp))
+
+
+def routed_expert_bytes_read_per_step_per_rank(
+    m: ModelSpec, layout: Layout, tokens_per_dp_rank: float, expert_bits: float
+) -> float:
+    """Routed-expert weight bytes one GPU reads in a step (all MoE layers of its stage): the experts the step
+    touches, spread evenly over the ``ep`` groups, each GPU holding ``1 / moe_tp`` of an expert's width. The
+    busiest group reads more when routing is uneven (a load-imbalance factor the step model fits)."""
+    touched = routed_experts_touched_per_step(m, layout, tokens_per_dp_rank)
+    expert_params = _gated_mlp_params(m.hidden_size, m.moe_intermediate_size or m.intermediate_size)
+    per_layer = touched / layout.ep * expert_params / layout.moe_tp * expert_bits / 8.0
+    return per_layer * param_split(m).moe_layers / layout.pp
+
+
 @dataclass(frozen=True)
 class EngineParallelSettings:
     """How an engine spells a layout: command-line flags and (TensorRT-LLM) extra-options YAML keys."""

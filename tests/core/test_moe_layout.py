@@ -43,6 +43,8 @@ from service.core.moe_layout import (
     kv_bytes_per_token_per_rank,
     param_split,
     remote_groups_per_token,
+    routed_expert_bytes_read_per_step_per_rank,
+    routed_experts_touched_per_step,
     weight_bytes_per_rank,
 )
 
@@ -268,3 +270,23 @@ def test_one_gpu_holds_the_whole_model_and_experts_are_never_lost(models: dict[s
                 continue
             per_gpu = weight_bytes_per_rank(m, layout, FP8_BITS).routed_expert_bytes
             assert per_gpu * layout.gpus == pytest.approx(s.routed_expert_params), (m.id, layout)
+
+
+def test_r1_routed_expert_bytes_read_per_step(r1: ModelSpec) -> None:
+    # dp 8 / ep 8, 1 decoding token per DP rank: 8 tokens x 8 experts each over 256 experts touch
+    # 256 x (1 - (1 - 8/256)^8) = 256 x (1 - 0.77570) = 57.42 experts per MoE layer, 7.18 per GPU:
+    # 57.42 / 8 x 44,040,192 x 1 B x 58 layers = 18,333,976,991 B read per GPU per step.
+    layout = Layout(tp=1, dp=8, ep=8)
+    assert routed_experts_touched_per_step(r1, layout, 1) == pytest.approx(57.4208, abs=1e-4)
+    assert routed_expert_bytes_read_per_step_per_rank(r1, layout, 1, FP8_BITS) == pytest.approx(
+        18_333_976_991, rel=1e-9
+    )
+    # 64 tokens per DP rank (512 in the MoE layers) touch all 256: every routed weight a GPU holds is read.
+    assert routed_expert_bytes_read_per_step_per_rank(r1, layout, 64, FP8_BITS) == pytest.approx(
+        weight_bytes_per_rank(r1, layout, FP8_BITS).routed_expert_bytes, rel=1e-6
+    )
+    # tp 8 (one DP rank): 8 tokens touch the same 57.42 experts, each split in width over the 8 GPUs.
+    assert routed_expert_bytes_read_per_step_per_rank(r1, Layout(tp=8), 8, FP8_BITS) == pytest.approx(
+        18_333_976_991, rel=1e-9
+    )
+    assert routed_expert_bytes_read_per_step_per_rank(r1, Layout(tp=8), 0, FP8_BITS) == 0
