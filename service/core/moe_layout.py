@@ -26,8 +26,9 @@ from typing import Literal
 from gpu_catalog.schema import ModelSpec
 
 # Bits of the weights the usual quantisation recipes leave in 16-bit: embeddings, LM head, router and
-# norms (dtypes.yaml weight formats quantise the linear layers; the DeepSeek-V3 and gpt-oss releases keep
-# embed_tokens, lm_head and the router gate in BF16: quantization_config modules_to_not_convert).
+# norms (dtypes.yaml weight formats quantise the linear layers; quantization_config modules_to_not_convert
+# keeps model.embed_tokens, lm_head and mlp.router in BF16 in gpt-oss (transformers docs, quantization/mxfp4)
+# and gate and lm_head in MiniMax-M2 (its config.json)).
 UNQUANTISED_BITS = 16
 
 # A config-derived parameter split that misses more than this share of the model's stated total has parts
@@ -327,7 +328,6 @@ def engine_parallel_settings(engine: str, layout: Layout) -> EngineParallelSetti
         }
         if layout.dp > 1:
             yaml_keys["enable_attention_dp"] = True
-        return EngineParallelSettings(
-            flags={"--tp_size": world, "--pp_size": layout.pp, "--ep_size": layout.ep}, yaml_keys=yaml_keys
-        )
+        # the expert split goes in the YAML only (it overrides the CLI; one spelling per setting)
+        return EngineParallelSettings(flags={"--tp_size": world, "--pp_size": layout.pp}, yaml_keys=yaml_keys)
     raise LayoutError("engine", f"unknown engine '{engine}'; valid: ['trtllm', 'vllm']")

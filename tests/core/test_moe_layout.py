@@ -229,7 +229,7 @@ def test_r1_dp8_ep8_on_each_engine() -> None:
         "--enable-expert-parallel": True,
     }
     trt = engine_parallel_settings("trtllm", layout)
-    assert trt.flags == {"--tp_size": 8, "--pp_size": 1, "--ep_size": 8}
+    assert trt.flags == {"--tp_size": 8, "--pp_size": 1}
     assert trt.yaml_keys == {"moe_expert_parallel_size": 8, "moe_tensor_parallel_size": 1, "enable_attention_dp": True}
     # tp 8 without EP: vLLM slices the experts (no flag), TensorRT-LLM states moe_tensor_parallel_size 8.
     assert engine_parallel_settings("vllm", Layout(tp=8)).flags == {
