@@ -42,8 +42,8 @@ FORMAT = 1
 _ROOT = Path(__file__).resolve().parents[1]
 # What the fitted parameters depend on besides the measurements: the cost model and fit code and the catalog
 # (GPU figures, model architectures, engine defaults, cost constants). Any change to these refits.
-_CODE_GLOBS = ("service/core/**/*.py", "service/calibrate.py", "gpu_catalog/*.py", "gpu_catalog/data/*.yaml",
-               "gpu_catalog/data/**/*.yaml")
+_CODE_GLOBS = ("service/core/**/*.py", "service/engines/**/*.py", "service/calibrate.py", "gpu_catalog/*.py",
+               "gpu_catalog/data/*.yaml", "gpu_catalog/data/**/*.yaml")
 
 
 def code_fingerprint(root: Path = _ROOT) -> str:

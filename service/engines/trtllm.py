@@ -1,0 +1,135 @@
+"""TensorRT-LLM: its defaults as its vocabulary states them, and the `trtllm-serve` launch of a deployment
+(flags plus an `--extra_llm_api_options` YAML file).
+
+Its defaults are the ``trtllm-serve`` option defaults in ``gpu_catalog/data/engines/trtllm-<version>.yaml``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from gpu_catalog.schema import GpuSpec
+from service.engines import modelopt
+from service.engines.base import Argv, Context, LaunchSpec, Rendered, Replicas, dtype16, expert_parallel
+from service.engines.checkpoints import Checkpoint
+from service.engines.vocabulary import Vocabulary, check_yaml
+
+# CUDA-graph capture cap for TRT-LLM: larger batches run without graphs. 512 is the cap NVIDIA's own
+# DeepSeek-R1 trtllm-serve example uses (cuda_graph_config.max_batch_size 512 with max_batch_size 1024,
+# docs examples/deepseek_r1_reasoning_parser) and vLLM's default capture cap (the `--cuda-graph-sizes` help in
+# gpu_catalog/data/engines/vllm-0.11.0.yaml).
+_CUDA_GRAPH_MAX_BATCH = 512
+TRTLLM_EXTRA_OPTIONS_FILE = "extra_llm_api_options.yaml"
+
+# PyYAML's libyaml emitter where it is built in (the wheels have it): the same text as safe_dump (the golden
+# TRT-LLM launches check it), without the pure-Python emitter's cost on every rendered launch
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class TrtLlm:
+    id = "trtllm"
+    memory_fraction_setting = "kv_cache_free_gpu_memory_fraction"
+    multi_node_launcher = "mpirun/Slurm (trtllm-llmapi-launch)"
+    defaults_source = "option defaults"
+    # NVIDIA/TensorRT-LLM quick-start-guide: "docker run --rm -it --ipc host --gpus all --ulimit memlock=-1
+    # --ulimit stack=67108864 ..."; the NGC release image has no serving entrypoint
+    docker_flags: tuple[str, ...] = ("--ulimit", "memlock=-1", "--ulimit", "stack=67108864")
+    image_runs_server = False
+    # the enable_chunked_prefill option defaults to off (trtllm-<version>.yaml yaml_keys)
+    always_chunks_prefill = False
+
+    def batch_defaults(self, vocab: Vocabulary, gpu: GpuSpec) -> tuple[int, int]:
+        return int(vocab.flag_default("--max_batch_size")), int(vocab.flag_default("--max_num_tokens"))
+
+    def memory_fraction_default(self, vocab: Vocabulary) -> float:
+        return float(vocab.flag_default("--kv_cache_free_gpu_memory_fraction"))
+
+    def check_values(self, spec: LaunchSpec) -> None:
+        return None
+
+    def plan_quantisation(self, ctx: Context) -> Checkpoint:
+        return modelopt.plan(ctx)
+
+    def render(self, ctx: Context, ckpt: Checkpoint, notes: list[str]) -> Rendered:
+        spec = ctx.spec
+        replicas = Replicas("single" if spec.replicas == 1 else "separate-servers", spec.replicas)
+        if spec.gpu_memory_utilization is not None:
+            notes.append("gpu_memory_utilization is a vLLM setting; TRT-LLM sizes its KV cache from "
+                         "kv_cache_free_gpu_memory_fraction (a fraction of memory free after weights). Ignored.")
+        max_batch = spec.max_num_seqs or int(ctx.vocab.flag_default("--max_batch_size"))
+        options = self._extra_options(ctx, max_batch, notes)
+        files = {TRTLLM_EXTRA_OPTIONS_FILE: yaml.dump(options, Dumper=_YAML_DUMPER, sort_keys=True,
+                                                      default_flow_style=False)}
+        max_tokens = spec.max_num_batched_tokens or int(ctx.vocab.flag_default("--max_num_tokens"))
+        if spec.max_model_len and max_tokens < spec.max_model_len and not spec.enable_chunked_prefill:
+            notes.append(f"max_num_tokens {max_tokens} < max_seq_len {spec.max_model_len} without chunked prefill: "
+                         "prompts longer than max_num_tokens are rejected.")
+
+        def server_args(port: int) -> list[str]:
+            return self._args(ctx, ckpt, port, [])
+
+        return Rendered(replicas, self._args(ctx, ckpt, spec.port, notes), server_args, files)
+
+    def separate_servers_reason(self, ctx: Context) -> str:
+        return "each replica is an independent server"
+
+    def _extra_options(self, ctx: Context, max_batch_size: int, notes: list[str]) -> dict[str, Any]:
+        s, vocab = ctx.spec, ctx.vocab
+        options: dict[str, Any] = {}
+        dtype = dtype16(ctx)
+        if dtype:
+            options["dtype"] = dtype
+        kv_cache: dict[str, Any] = {}
+        if ctx.kv.id == "fp8":
+            kv_cache["dtype"] = "fp8"
+        elif ctx.kv.id in ("fp16", "bf16"):
+            notes.append("TRT-LLM keeps a 16-bit KV cache in the model's activation dtype "
+                         "(kv_cache_config.dtype auto).")
+        if s.enable_prefix_caching is not None and s.enable_prefix_caching != vocab.yaml_default(
+                "kv_cache_config.enable_block_reuse"):
+            kv_cache["enable_block_reuse"] = s.enable_prefix_caching
+        if kv_cache:
+            options["kv_cache_config"] = kv_cache
+        if s.enable_chunked_prefill is not None and s.enable_chunked_prefill != vocab.yaml_default(
+                "enable_chunked_prefill"):
+            options["enable_chunked_prefill"] = s.enable_chunked_prefill
+        graph_batch = min(max_batch_size, _CUDA_GRAPH_MAX_BATCH)
+        options["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": graph_batch}
+        notes.append(f"CUDA graphs are captured for padded batch sizes up to {graph_batch} "
+                     f"(max_batch_size {max_batch_size}); larger batches run without graphs.")
+        check_yaml(vocab, options)
+        return options
+
+
+    def _args(self, ctx: Context, ckpt: Checkpoint, port: int, notes: list[str]) -> list[str]:
+        s, vocab = ctx.spec, ctx.vocab
+        argv = Argv(vocab, ckpt.served)
+        if vocab.flag_default("--backend") != "pytorch":
+            argv.add("--backend", "pytorch")
+        if s.tp > 1:
+            argv.add("--tp_size", s.tp)
+        if s.pp > 1:
+            argv.add("--pp_size", s.pp)
+        if expert_parallel(ctx):
+            argv.add("--ep_size", s.tp)
+            notes.append(f"Expert parallelism: EP={s.tp} over the TP group (moe_expert_parallel_size), whole experts "
+                         "per GPU.")
+        if s.max_num_seqs is not None and s.max_num_seqs != vocab.flag_default("--max_batch_size"):
+            argv.add("--max_batch_size", s.max_num_seqs)
+        if s.max_num_batched_tokens is not None and s.max_num_batched_tokens != vocab.flag_default("--max_num_tokens"):
+            argv.add("--max_num_tokens", s.max_num_batched_tokens)
+        if s.max_model_len is not None and not (ctx.model and s.max_model_len == ctx.model.max_position_embeddings):
+            argv.add("--max_seq_len", s.max_model_len)
+        fraction = s.kv_cache_free_gpu_memory_fraction
+        if fraction is not None and fraction != vocab.flag_default("--kv_cache_free_gpu_memory_fraction"):
+            argv.add("--kv_cache_free_gpu_memory_fraction", fraction)
+        if vocab.flag_default("--host") != "0.0.0.0":
+            argv.add("--host", "0.0.0.0")
+        if port != vocab.flag_default("--port"):
+            argv.add("--port", port)
+        argv.add("--extra_llm_api_options", TRTLLM_EXTRA_OPTIONS_FILE)
+        return argv.items
+
+
