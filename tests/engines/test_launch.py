@@ -1,9 +1,9 @@
 """Launch renderer: what it emits exists in the targeted engine version, typed and in range; reference
 deployments match their golden files; defaults are not restated; impossible input raises LaunchError.
 
-The vocabulary checks read the engine YAML files directly (not through service.core.launch), so they
+The vocabulary checks read the engine YAML files directly (not through service.engines), so they
 check the renderer against the extracted flag lists rather than against itself.
-Regenerate the golden files with `UPDATE_GOLDEN=1 python -m pytest tests/core/test_launch.py`.
+Regenerate the golden files with `UPDATE_GOLDEN=1 python -m pytest tests/engines/test_launch.py`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ import pytest
 import yaml
 
 from gpu_catalog.loader import DATA_DIR, Catalog, load_catalog
-from service.core.launch import CheckpointError, LaunchError, LaunchSpec, render_launch, vocabulary
+from service.engines.base import LaunchSpec
+from service.engines.errors import CheckpointError, LaunchError
+from service.engines.launch import render_launch
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden" / "launch"
 ENGINE_VERSIONS = [("vllm", "0.34.0"), ("vllm", "0.11.0"), ("trtllm", "1.2")]
@@ -450,28 +452,7 @@ def test_impossible_input_raises(kw: dict[str, Any], message: str, catalog: Cata
 
 
 # --------------------------------------------------------------------------------------------------
-# vocabulary()
-
-
-def test_vocabulary_exposes_flags_bounds_and_yaml_keys() -> None:
-    new = vocabulary("vllm", "0.34.0")
-    gmu = new.flag("--gpu-memory-utilization")
-    assert gmu is not None and gmu.type == "float" and gmu.max_value == 1 and gmu.min_exclusive
-    assert new.flag("-tp") is new.flag("--tensor-parallel-size")
-    assert new.flag("--disable-chunked-prefill") is new.flag("--enable-chunked-prefill")
-    assert new.flag("--swap-space") is None                     # removed in 0.34.0
-    old = vocabulary("vllm", "0.11.0")
-    assert old.flag_default("--gpu-memory-utilization") == 0.9
-    kv = old.flag("--kv-cache-dtype")
-    assert kv is not None and kv.choices is not None and "float16" not in kv.choices
-    trt = vocabulary("trtllm", "1.2")
-    assert trt.flag("--tp_size") is trt.flag("--tensor_parallel_size")
-    assert trt.flag("--kv_cache_free_gpu_memory_fraction") is trt.flag("--free_gpu_memory_fraction")
-    assert "kv_cache_config.dtype" in trt.yaml_keys and trt.yaml_keys["kv_cache_config"].type == "object"
-    assert trt.yaml_default("kv_cache_config.enable_block_reuse") is True
-    assert trt.executable == ("trtllm-serve",) and new.executable == ("vllm", "serve")
-    with pytest.raises(LaunchError, match="no flag vocabulary"):
-        vocabulary("vllm", "0.1.0")
+# A vocabulary directory given by the caller
 
 
 def test_vocab_dir_override(tmp_path: Path, catalog: Catalog) -> None:
@@ -513,35 +494,3 @@ def test_no_checkpoint_plan_fails_alike_on_every_gpu_and_layout(model: str, cata
                 failing += 1
                 assert rendered == 0 and len(messages) == 1, (engine, version, wd, kv)
     assert failing
-
-
-def test_start_up_reads_every_engine_vocabulary_a_request_would_read(monkeypatch: pytest.MonkeyPatch,
-                                                                    catalog: Catalog) -> None:
-    # launch.warm_up (called by start-up) reads each engine file once, for the launch renderer and the engine
-    # defaults alike: after it, rendering a launch and resolving defaults for every engine version read no file
-    from gpu_catalog.loader import load_cost_constants
-    from service.core import engine_defaults, launch
-
-    launch._load_vocabulary.cache_clear()
-    engine_defaults.read_engine_file.cache_clear()
-    parsed: list[Any] = []
-    parse = engine_defaults.parse_yaml
-
-    def counted(stream: Any) -> Any:
-        parsed.append(stream)
-        return parse(stream)
-
-    monkeypatch.setattr(engine_defaults, "parse_yaml", counted)
-    read = launch.warm_up()
-    versions = [(e, v) for e in ("vllm", "trtllm") for v in engine_defaults.known_versions(e)]
-    assert read == len(versions) >= 3
-    assert len(parsed) == read                  # each file parsed once, for the renderer and the defaults
-
-    def no_file(_stream: Any) -> Any:
-        raise AssertionError("a vocabulary file was read after start-up")
-
-    monkeypatch.setattr(engine_defaults, "parse_yaml", no_file)
-    constants, gpu = load_cost_constants(), next(g for g in catalog.gpus if g.id == "h100-sxm")
-    for engine, version in versions:
-        assert vocabulary(engine, version).flags
-        assert engine_defaults.resolve(engine, version, gpu, constants).max_num_seqs > 0
