@@ -202,12 +202,14 @@ class Engine(Protocol):
     """One serving engine: its defaults as its vocabulary states them, and the launch it renders."""
 
     id: str
+    name: str
     memory_fraction_setting: str        # the LaunchSpec field the engine sizes its KV cache by
     multi_node_launcher: str            # what starts one server spanning nodes
     defaults_source: str                # where in its vocabulary file its defaults are read
     docker_flags: tuple[str, ...]       # `docker run` flags the engine's image needs
     image_runs_server: bool             # the image's entrypoint is the serving command
     always_chunks_prefill: bool         # prompts are split into chunks whatever the settings
+    reserves_whole_sequences: bool      # KV for prompt + output is reserved when a request is admitted
 
     def batch_defaults(self, vocab: Vocabulary, gpu: GpuSpec) -> tuple[int, int]:
         """(max_num_seqs, max_num_batched_tokens) the engine uses on ``gpu`` when they are not given."""

@@ -30,6 +30,7 @@ _YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 class TrtLlm:
     id = "trtllm"
+    name = "TensorRT-LLM"
     memory_fraction_setting = "kv_cache_free_gpu_memory_fraction"
     multi_node_launcher = "mpirun/Slurm (trtllm-llmapi-launch)"
     defaults_source = "option defaults"
@@ -39,6 +40,9 @@ class TrtLlm:
     image_runs_server = False
     # the enable_chunked_prefill option defaults to off (trtllm-<version>.yaml yaml_keys)
     always_chunks_prefill = False
+    # scheduler_config.capacity_scheduler_policy defaults to GUARANTEED_NO_EVICT (trtllm-<version>.yaml): a
+    # request is admitted only when its prompt and output fit in the KV cache
+    reserves_whole_sequences = True
 
     def batch_defaults(self, vocab: Vocabulary, gpu: GpuSpec) -> tuple[int, int]:
         return int(vocab.flag_default("--max_batch_size")), int(vocab.flag_default("--max_num_tokens"))

@@ -35,6 +35,7 @@ def _ints(values: dict[str, Any]) -> tuple[int, int]:
 
 class Vllm:
     id = "vllm"
+    name = "vLLM"
     memory_fraction_setting = "gpu_memory_utilization"
     multi_node_launcher = "a Ray cluster (vLLM multi-node)"
     defaults_source = "defaults_by_device"
@@ -43,6 +44,8 @@ class Vllm:
     image_runs_server = True
     # vLLM V1 always chunks prompts (vllm-<version>.yaml defaults_by_device.adjustments)
     always_chunks_prefill = True
+    # KV blocks are allocated as tokens are computed; the newest request is preempted when the cache runs out
+    reserves_whole_sequences = False
 
     def batch_defaults(self, vocab: Vocabulary, gpu: GpuSpec) -> tuple[int, int]:
         """The `vllm serve` (max_num_seqs, max_num_batched_tokens) defaults of the GPU's device class.
