@@ -67,6 +67,53 @@ def _trt_world(world: Mapping[str, Any], dep: DeploymentInfo) -> dict[str, Any]:
     return got
 
 
+def _trt_performance(res: Mapping[str, Any]) -> dict[str, Any]:
+    """The checked ``performance`` section: throughputs, mean request latency and its percentiles."""
+    perf_path = join(RESULT, "performance")
+    perf = mapping(require(res, "performance", RESULT), perf_path)
+    req_s = number(require(perf, "request_throughput_req_s", perf_path), join(perf_path, "request_throughput_req_s"),
+                    positive=True)
+    out_s = number(require(perf, "system_output_throughput_tok_s", perf_path),
+                    join(perf_path, "system_output_throughput_tok_s"), positive=True)
+    tot_s = opt_number(perf, "system_total_throughput_tok_s", perf_path, positive=True)
+    per_gpu = opt_number(perf, "output_throughput_per_gpu_tok_s", perf_path, positive=True)
+    per_user = opt_number(perf, "output_throughput_per_user_tok_s", perf_path)
+    total_ms = opt_number(perf, "total_latency_ms", perf_path)
+    e2e_mean = opt_number(perf, "avg_request_latency_ms", perf_path)
+    lat_pct = None
+    if perf.get("request_latency_percentiles_ms") is not None:
+        lat_pct = _trt_percentiles(perf["request_latency_percentiles_ms"],
+                                   join(perf_path, "request_latency_percentiles_ms"))
+        if e2e_mean is not None:
+            check_mean(e2e_mean, join(perf_path, "avg_request_latency_ms"), lat_pct.get("minimum"),
+                        lat_pct.get("maximum"))
+    return {"req_s": req_s, "out_s": out_s, "tot_s": tot_s, "per_gpu": per_gpu, "per_user": per_user,
+            "total_ms": total_ms, "e2e_mean": e2e_mean, "lat_pct": lat_pct}
+
+
+def _trt_streaming(res: Mapping[str, Any]) -> tuple[dict[str, Any], float | None, float | None]:
+    """The checked ``streaming_metrics`` section (what goes in notes), with the TTFT and TPOT means."""
+    stream: dict[str, Any] = {}
+    ttft_mean = tpot_mean = None
+    if res.get("streaming_metrics") is not None:
+        s_path = join(RESULT, "streaming_metrics")
+        sm = mapping(res["streaming_metrics"], s_path)
+        ttft_mean = opt_number(sm, "avg_ttft_ms", s_path)
+        tpot_mean = opt_number(sm, "avg_tpot_ms", s_path)
+        speed = opt_number(sm, "token_output_speed_tok_s", s_path)
+        if speed is not None:
+            stream["token_output_speed_tok_s"] = speed
+        for key, mean_key in (("ttft_percentiles", "avg_ttft_ms"), ("tpot_percentiles", "avg_tpot_ms"),
+                              ("gen_tps_percentiles", None)):
+            if sm.get(key) is not None:
+                pct = _trt_percentiles(sm[key], join(s_path, key))
+                stream[key] = pct
+                mean = ttft_mean if mean_key == "avg_ttft_ms" else tpot_mean if mean_key else None
+                if mean_key is not None and mean is not None:
+                    check_mean(mean, join(s_path, mean_key), pct.get("minimum"), pct.get("maximum"))
+    return stream, ttft_mean, tpot_mean
+
+
 def parse_trtllm_bench(result: dict[str, Any], dep: DeploymentInfo, hint: WorkloadHint,
                        source: str) -> list[dict[str, Any]]:
     """Rows of a ``trtllm-bench ... throughput --report_json`` report (one run per file). The report does not record
@@ -90,43 +137,11 @@ def parse_trtllm_bench(result: dict[str, Any], dep: DeploymentInfo, hint: Worklo
                       positive=True)
     avg_conc = opt_number(req, "avg_num_concurrent_requests", req_path)
 
-    perf_path = join(RESULT, "performance")
-    perf = mapping(require(res, "performance", RESULT), perf_path)
-    req_s = number(require(perf, "request_throughput_req_s", perf_path), join(perf_path, "request_throughput_req_s"),
-                    positive=True)
-    out_s = number(require(perf, "system_output_throughput_tok_s", perf_path),
-                    join(perf_path, "system_output_throughput_tok_s"), positive=True)
-    tot_s = opt_number(perf, "system_total_throughput_tok_s", perf_path, positive=True)
-    per_gpu = opt_number(perf, "output_throughput_per_gpu_tok_s", perf_path, positive=True)
-    per_user = opt_number(perf, "output_throughput_per_user_tok_s", perf_path)
-    total_ms = opt_number(perf, "total_latency_ms", perf_path)
-    e2e_mean = opt_number(perf, "avg_request_latency_ms", perf_path)
-    lat_pct = None
-    if perf.get("request_latency_percentiles_ms") is not None:
-        lat_pct = _trt_percentiles(perf["request_latency_percentiles_ms"],
-                                   join(perf_path, "request_latency_percentiles_ms"))
-        if e2e_mean is not None:
-            check_mean(e2e_mean, join(perf_path, "avg_request_latency_ms"), lat_pct.get("minimum"),
-                        lat_pct.get("maximum"))
+    perf = _trt_performance(res)
+    req_s, out_s, tot_s, per_gpu = perf["req_s"], perf["out_s"], perf["tot_s"], perf["per_gpu"]
+    e2e_mean = perf["e2e_mean"]
 
-    stream: dict[str, Any] = {}
-    ttft_mean = tpot_mean = None
-    if res.get("streaming_metrics") is not None:
-        s_path = join(RESULT, "streaming_metrics")
-        sm = mapping(res["streaming_metrics"], s_path)
-        ttft_mean = opt_number(sm, "avg_ttft_ms", s_path)
-        tpot_mean = opt_number(sm, "avg_tpot_ms", s_path)
-        speed = opt_number(sm, "token_output_speed_tok_s", s_path)
-        if speed is not None:
-            stream["token_output_speed_tok_s"] = speed
-        for key, mean_key in (("ttft_percentiles", "avg_ttft_ms"), ("tpot_percentiles", "avg_tpot_ms"),
-                              ("gen_tps_percentiles", None)):
-            if sm.get(key) is not None:
-                pct = _trt_percentiles(sm[key], join(s_path, key))
-                stream[key] = pct
-                mean = ttft_mean if mean_key == "avg_ttft_ms" else tpot_mean if mean_key else None
-                if mean_key is not None and mean is not None:
-                    check_mean(mean, join(s_path, mean_key), pct.get("minimum"), pct.get("maximum"))
+    stream, ttft_mean, tpot_mean = _trt_streaming(res)
 
     world = {} if res.get("world_info") is None else _trt_world(
         mapping(res["world_info"], join(RESULT, "world_info")), dep)
@@ -170,8 +185,8 @@ def parse_trtllm_bench(result: dict[str, Any], dep: DeploymentInfo, hint: Worklo
             world_info=world,
             machine=None if machine is None else dict(machine),
             request_info={"num_requests": n, "avg_num_concurrent_requests": avg_conc},
-            performance={"total_latency_ms": total_ms, "output_throughput_per_user_tok_s": per_user,
-                         "request_latency_percentiles_ms": lat_pct},
+            performance={"total_latency_ms": perf["total_ms"], "output_throughput_per_user_tok_s": perf["per_user"],
+                         "request_latency_percentiles_ms": perf["lat_pct"]},
             streaming_metrics=stream,
             mode_basis=("hint" if used else "the report records no --concurrency; taken as an offline "
                         "(all requests at once) throughput run"),
