@@ -20,6 +20,7 @@ from sqlalchemy import String
 from gpu_catalog.schema import MeasurementRow, ModelSpec
 from service.advisor import Advisor, InvalidRequest
 from service.db.models import Measurement
+from service.engines.registry import ENGINES
 from service.ingest.formats import PARSERS, DeploymentInfo, FormatError
 from service.ingest.formats import WorkloadHint as ParserHint
 from service.schemas.benchmarks import MAX_INGEST_ROWS, MAX_USER_ROW_ID_CHARS, RowsIngest, ToolIngest
@@ -227,7 +228,7 @@ def _stat(stat: str | None) -> str:
 def _runnable(advisor: Advisor, row: MeasurementRow, model: ModelSpec, path: Path) -> None:
     """The deployment checks of POST /v1/predictions (engine on the GPU's vendor, dtype support, tp dividing the
     heads, ...) for a row that states its layout and dtype; multi-node layouts are allowed."""
-    if row.tp is None or row.weight_dtype is None or row.engine not in ("vllm", "trtllm"):
+    if row.tp is None or row.weight_dtype is None or row.engine not in ENGINES:
         return
     pp = row.pp or 1
     replicas = row.dp or (max(row.gpu_count // (row.tp * pp), 1) if row.gpu_count else 1)
