@@ -43,8 +43,8 @@ from service.core.simulate import (
     simulate,
     table_grid,
 )
+from service.prediction.simulation import SimMemo, simulate_deployment
 from service.schemas.predictions import Deployment, SimulationOptions, Workload
-from service.simulation import SimMemo, simulate_deployment
 from tests.core.test_costmodel import PARAMS, TABLES, cand
 
 METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s")
