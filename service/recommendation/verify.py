@@ -17,7 +17,7 @@ from service.schemas.recommendations import Recommendation, Sla
 
 LATENCY_BOUNDS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E"}
 # Predictions beyond top_k (candidates dropped, and other replica counts tried): a bound on the work of one
-# request (each costs one simulation, ~2-4 ms at the default 2000 requests: benchmarks/sim_speed.py).
+# request (each costs one simulation: benchmarks/sim_speed.py measures it).
 MAX_EXTRA_CANDIDATES = 10
 
 
