@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from predict_speed import REQUESTS  # noqa: E402
-from search_speed import REQUIREMENTS  # noqa: E402
+from predict_speed import REQUESTS
+from search_speed import REQUIREMENTS
 
 # keys whose values change between runs by design
 VOLATILE = {"id", "created_at", "links", "elapsed_ms", "request_id", "computed_at", "generated_at"}

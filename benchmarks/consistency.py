@@ -7,7 +7,7 @@ requirement set. Printed:
 * percentile-order violations: a prediction whose p50 <= p90 <= p95 <= p99 fails for TTFT, TPOT or E2E, or
   whose mean lies outside its distribution (above its p99 or below its fastest possible, p50's floor: 0);
 * analytic vs reference: the simulated figure (the reference) over the analytic one, per percentile, and the
-  search's false rejects: candidates whose floors (recommend.floors, what the search prunes with) exceed the
+  search's false rejects: candidates whose floors (space.floors, what the search prunes with) exceed the
   simulated figure, which the search could wrongly rule out (target 0);
 * verdict mismatches: a random deployment whose prediction meets an SLA, searched with exactly its GPU type,
   GPU count, engine and dtypes allowed, must be feasible at no higher cost (target 0);
@@ -31,10 +31,10 @@ import numpy as np
 from fastapi.testclient import TestClient
 from search_speed import REQUIREMENTS
 
-from service.advisor import QUANTILES, analytic_ttft_quantile_s
 from service.core.costmodel import step_model
 from service.main import create_app
-from service.recommend import floors
+from service.prediction.analytic import QUANTILES, analytic_ttft_quantile_s
+from service.recommendation.space import floors
 from service.schemas.predictions import PredictionRequest
 from service.settings import Settings
 

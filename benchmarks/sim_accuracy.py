@@ -72,7 +72,7 @@ def simulate_report(tables: Tables, ms: MeasurementSet, constants: CostConstants
         raw = by_id.get(sub.row_ids[j], {})
         engine = sub.keys[j][0]
         vllm = engine.startswith("vllm")
-        # prompts chunked on both engines (as service/simulation.py simulates them by default)
+        # prompts chunked on both engines (as service/prediction/simulation.py simulates them by default)
         rep = replica(static, params, j, chunked_prefill=True, reserve_full=not vllm)
         mode = int(sub.cand.mode[j])
         n_rep = float(sub.cand.replicas[j])

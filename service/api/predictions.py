@@ -6,9 +6,9 @@ from typing import TypeVar
 
 from fastapi import APIRouter, Depends
 
-from service.advisor import InvalidRequest
 from service.api.deps import StateDep, require_read_key
 from service.api.problems import ProblemError
+from service.errors import InvalidRequest
 from service.schemas.predictions import PredictionRequest, PredictionResponse
 from service.schemas.recommendations import RecommendationResponse
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -13,6 +12,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.errors import unknown_id_detail
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
@@ -35,11 +36,8 @@ class ProblemError(Exception):
 def unknown_id(kind: str, value: str, known: Iterable[str], field: Sequence[str | int],
                status: int = 422) -> ProblemError:
     known_list = sorted(set(known))
-    nearest = difflib.get_close_matches(value.lower(), [k.lower() for k in known_list], n=5, cutoff=0.4)
-    by_lower = {k.lower(): k for k in known_list}
-    nearest_ids = [by_lower[n] for n in nearest]
-    hint = f"nearest known: {', '.join(nearest_ids)}" if nearest_ids else f"known: {', '.join(known_list[:60])}"
-    return ProblemError(status, f"Unknown {kind}", f"unknown {kind} '{value}'; {hint}", field=field,
+    detail, nearest_ids = unknown_id_detail(kind, value, known_list)
+    return ProblemError(status, f"Unknown {kind}", detail, field=field,
                         nearest=nearest_ids, known=known_list if len(known_list) <= 100 else None)
 
 

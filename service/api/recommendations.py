@@ -9,14 +9,15 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from service.advisor import Advisor, InvalidRequest
 from service.api.deps import SessionDep, StateDep, require_read_key
 from service.api.predictions import as_asked, as_problem
 from service.api.problems import ProblemError
 from service.db.models import RecommendationRecord
 from service.db.session import JSONText, transaction
-from service.pareto_svg import CostAxis, render
-from service.recommend import Recommender
+from service.errors import InvalidRequest
+from service.prediction.advisor import Advisor
+from service.recommendation.answer import Recommender
+from service.recommendation.pareto_svg import CostAxis, render
 from service.schemas.recommendations import Links, RecommendationRequest, RecommendationResponse
 
 router = APIRouter(prefix="/v1", tags=["recommendations"], dependencies=[Depends(require_read_key)])

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
 from service.core.search import _sweep, best_per_group, first_per_group, pareto_front, rank_order, warm_up
-from service.recommend import Layouts
 
 
 def pareto_by_definition(minimise: np.ndarray) -> np.ndarray:
@@ -70,22 +67,6 @@ def test_first_per_group_keeps_each_groups_first_in_order(seed: int) -> None:
                 seen.add(group[i])
                 want.append(i)
         assert np.array_equal(first_per_group(order, group), np.asarray(want, dtype=np.int64))
-
-
-def test_layouts_index_as_the_blocks_product() -> None:
-    # the search's layout table is made lazily: index i must name the i-th of each block's weight dtype x
-    # KV dtype x TP/PP product, blocks in order
-    blocks = [("vllm", "0.11.0", "h100-sxm", ["bf16", "fp8"], ["auto", "fp8"], [(1, 1), (2, 1), (8, 2)]),
-              ("trtllm", "1.0", "l4", ["int4-awq"], ["auto"], [(1, 1)]),
-              ("vllm", "0.11.0", "a10", ["bf16", "fp8", "int8-sq"], ["fp8"], [(1, 1), (4, 1)])]
-    table = Layouts()
-    want = []
-    for e, v, g, wds, kvs, pairs in blocks:
-        table.add(e, v, g, wds, kvs, pairs)
-        want += [(e, v, g, w, k, t, p) for w, k, (t, p) in itertools.product(wds, kvs, pairs)]
-    assert len(table) == len(want) and [table[i] for i in range(len(table))] == want
-    with pytest.raises(IndexError):
-        table[len(want)]
 
 
 @pytest.mark.parametrize("seed", range(6))

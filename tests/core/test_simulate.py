@@ -20,7 +20,6 @@ from service.core.costmodel import (
     MODE_OFFLINE,
     MODE_RATE,
     MODES,
-    Params,
     Result,
     Static,
     serve,
@@ -43,8 +42,6 @@ from service.core.simulate import (
     simulate,
     table_grid,
 )
-from service.schemas.predictions import Deployment, SimulationOptions, Workload
-from service.simulation import SimMemo, simulate_deployment
 from tests.core.test_costmodel import PARAMS, TABLES, cand
 
 METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s")
@@ -342,33 +339,6 @@ def test_the_event_loop_is_compiled_once() -> None:
         _, _, rep = setup(mode="concurrency", load=8, reserve_full=engine == "trtllm")
         run(rep, MODE_CONCURRENCY, 8, 512, 64, n=50)
     assert len(_loop.signatures) == 1
-
-
-def test_a_requests_simulations_are_shared_only_where_every_input_is_the_same() -> None:
-    # the recommender passes one memo through a request's predictions: candidates that differ only where
-    # the step model does not (the deployment's name for its weights, say) share one run; any other
-    # difference (a static term, the parameters, the load per replica, the engine's scheduler) runs again
-    wl = Workload(input_tokens=1024, output_tokens=256, concurrency=16)
-    opts = SimulationOptions(requests=300)
-
-    def dep(**kw: Any) -> Deployment:
-        return Deployment(**{"gpu": "h100-sxm", "weight_dtype": "bf16", "engine": "vllm", **kw})
-
-    def static(**kw: Any) -> Any:
-        return static_terms(TABLES, cand("meta-llama/Llama-3.1-8B", "h100-sxm", isl=1024, osl=256, **kw))
-
-    memo: SimMemo = {}
-    first = simulate_deployment(static(), PARAMS, dep(), wl, opts, memo)
-    again = simulate_deployment(static(), PARAMS, dep(weight_dtype="fp8"), wl, opts, memo)
-    assert again.result is first.result and len(memo) == 1
-    slower = Params(**{**vars(PARAMS), "step_overhead_s": np.asarray(PARAMS.step_overhead_s) * 2.0})
-    others = [(static(kv="fp8"), PARAMS, dep(kv_dtype="fp8")), (static(), slower, dep()),
-              (static(replicas=2), PARAMS, dep(replicas=2)), (static(), PARAMS, dep(engine="trtllm"))]
-    for st_, params, d in others:
-        got = simulate_deployment(st_, params, d, wl, opts, memo)
-        assert got.result is not first.result
-        assert got.result == simulate_deployment(st_, params, d, wl, opts).result     # as without the memo
-    assert len(memo) == 1 + len(others)
 
 
 @pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-30B-A3B", "google/gemma-2-9b"])

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.batch_jobs import estimate
+from service.recommendation.batch_jobs import estimate
 from service.schemas.predictions import Workload
 
 S_PER_HOUR = 3600

@@ -25,11 +25,12 @@ from service.schemas.predictions import (
 from service.units import MS_PER_S
 
 # Closed-loop clients one replica may be simulated with: every client's first request is simulated before
-# the measured ones, so the work grows with the clients (~5 us a request; 10,000 clients ~0.1 s). Beyond it
-# the percentiles stay analytic.
+# the measured ones, so the work grows with the clients (cost per request: benchmarks/sim_speed.py). Beyond
+# it the percentiles stay analytic: a bound on the work of one request.
 MAX_SIM_CLIENTS_PER_REPLICA = 10_000
-# Requests of a benchmark run (workload.num_requests with concurrency) simulated per replica at most (~5 us
-# each); a longer run is simulated as its first this many requests (its first wave weighs more in them).
+# Requests of a benchmark run (workload.num_requests with concurrency) simulated per replica at most (a bound
+# on the work of one request); a longer run is simulated as its first this many requests (its first wave
+# weighs more in them).
 MAX_BENCHMARK_REQUESTS = 20_000
 VLLM_SCHEDULER = ("vLLM V1: decode-first, chunked prefill within max_num_batched_tokens, KV allocated as "
                   "tokens are computed, the newest request preempted and recomputed when the cache runs out")

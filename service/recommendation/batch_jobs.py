@@ -7,30 +7,16 @@ throughput and price."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
-import numpy as np
-from numpy.typing import NDArray
-
-from service.advisor import InvalidRequest
+from service.errors import InvalidRequest
 from service.schemas.predictions import Cost, Predicted, Workload
 from service.schemas.recommendations import (
     BatchJob,
     JobEstimate,
-    Recommendation,
-    RecommendationRequest,
     Relaxation,
     Sla,
-    SmallestDeployment,
 )
 from service.units import S_PER_HOUR
-
-if TYPE_CHECKING:
-    from service.recommend import Applied, Recommender, Scored
-
-# Candidates with the fewest GPUs tried in turn for the smallest deployment, at most (one that cannot be
-# launched, or whose simulated tail breaks the SLA, is passed over): a bound on the work of one request.
-SMALLEST_TRIES = 8
 
 
 def output_tokens_total(wl: Workload) -> int:
@@ -85,28 +71,3 @@ def deadline_relaxations(relaxations: list[Relaxation], wl: Workload) -> list[Re
                                   f"tok/s ({r.detail.split(': ', 1)[-1]})"))
     return out
 
-
-def smallest(rec: Recommender, req: RecommendationRequest, ap: Applied, s: Scored, feasible: NDArray[np.int64],
-             recs: list[Recommendation]) -> SmallestDeployment | None:
-    """Of the search's candidates that meet every bound (the deadline's throughput among them), one with the
-    fewest GPUs: a recommendation if one has that many, else the objective's best of them, predicted as
-    the recommendations are."""
-    if not len(feasible):
-        return None
-    fewest = int(s.n_gpus[feasible].min())
-    found = next((r for r in recs if r.deployment.gpu_count == fewest), None)
-    rank = found.rank if found is not None else None
-    if found is None:
-        offline = req.workload.mode == "offline"
-        order = rec.order(s, feasible[s.n_gpus[feasible] == fewest], ap.objective, offline)
-        for i in order[:SMALLEST_TRIES]:
-            # predicted and checked as the search checks the deployments it offers
-            cand, over = rec._predict(req, ap, rec.deployment(s, int(i)), {})
-            if not cand.launch.error and not over:
-                found = cand
-                break
-    if found is None:
-        return None
-    return SmallestDeployment(rank=rank, gpu_count=fewest, deployment=found.deployment,
-                              output_tok_s=found.predicted.output_tok_s, usd_per_hour=found.cost.usd_per_hour,
-                              job=of_prediction(req.workload, found.predicted, found.cost, ap.sla.deadline_hours))

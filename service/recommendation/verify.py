@@ -1,6 +1,6 @@
 """Verification of the search's top candidates by simulation (POST /v1/recommendations).
 
-The search prunes every candidate with lower bounds from the analytic model (recommend.SAFE_SHARE_*). Each
+The search prunes every candidate with lower bounds from the analytic model (search.py). Each
 candidate about to be recommended is predicted as POST /v1/predictions does, which simulates its scheduler:
 its prediction then decides, whatever the SLA's percentile (a mean too). A candidate whose simulated figures
 break a bound is tried at more replicas, else dropped (the next one in the ranking is tried), and the
@@ -10,14 +10,14 @@ survivors are re-ranked on the objective with their predicted figures.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
+from service.recommendation.why import why
 from service.schemas.predictions import Predicted
 from service.schemas.recommendations import Recommendation, Sla
 
 LATENCY_BOUNDS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "E2E"}
 # Predictions beyond top_k (candidates dropped, and other replica counts tried): a bound on the work of one
-# request (each costs one simulation, ~2-4 ms at the default 2000 requests: benchmarks/sim_speed.py).
+# request (each costs one simulation: benchmarks/sim_speed.py measures it).
 MAX_EXTRA_CANDIDATES = 10
 
 
@@ -78,8 +78,8 @@ def tail_violations(rec: Recommendation, sla: Sla, percentile: str) -> list[str]
     return list(broken(rec, sla, percentile).values())
 
 
-def rerank(recs: list[Recommendation], objective: str, offline: bool, percentile: str,
-           why: Callable[[Recommendation, int], str]) -> tuple[list[Recommendation], list[int]]:
+def rerank(recs: list[Recommendation], objective: str, offline: bool,
+           percentile: str) -> tuple[list[Recommendation], list[int]]:
     """``recs`` in the objective's order with the simulated latencies (cost and throughput stay analytic);
     the new order as positions in ``recs``, ranks renumbered and ``why`` rewritten for those that moved."""
 
@@ -110,7 +110,8 @@ def rerank(recs: list[Recommendation], objective: str, offline: bool, percentile
     out = []
     for rank, j in enumerate(order, start=1):
         r = recs[j]
-        out.append(r if r.rank == rank else r.model_copy(update={"rank": rank, "why": why(r, rank)}))
+        out.append(r if r.rank == rank else r.model_copy(update={"rank": rank, "why": why(
+            objective, r.deployment, r.predicted, r.cost, r.binding_constraint, r.headroom, rank)}))
     return out, order
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.pareto_svg import Axis, point_cost, render
+from service.recommendation.pareto_svg import Axis, point_cost, render
 from service.schemas.recommendations import RecommendationResponse
 
 SVG = "{http://www.w3.org/2000/svg}"
