@@ -3,12 +3,15 @@ the command that starts the deployment with exactly those settings."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from gpu_catalog.schema import GpuSpec
-from service.core.engine_defaults import EngineDefaults
-from service.core.launch import LaunchError, LaunchSpec
-from service.core.launch import render_launch as render_engine_launch
+from service.engines.base import LaunchSpec
+from service.engines.defaults import EngineDefaults
+from service.engines.errors import LaunchError
+from service.engines.launch import render_launch as render_engine_launch
+from service.engines.registry import engine_for
 from service.schemas.predictions import Deployment, Launch, ResolvedSettings, Workload
 
 if TYPE_CHECKING:
@@ -19,13 +22,13 @@ def settings_for(adv: Advisor, dep: Deployment, gpu: GpuSpec, wl: Workload) -> t
     version = dep.engine_version or adv.engines[dep.engine].default_version
     d = adv.defaults(dep.engine, version, gpu)
     a = dep.engine_args
-    fraction = a.gpu_memory_utilization if dep.engine == "vllm" else a.kv_cache_free_gpu_memory_fraction
+    setting = engine_for(dep.engine).memory_fraction_setting
+    fraction = getattr(a, setting)
     return ResolvedSettings(
         engine_version=version, max_num_seqs=a.max_num_seqs or d.max_num_seqs,
         max_num_batched_tokens=a.max_num_batched_tokens or d.max_num_batched_tokens,
         memory_fraction=fraction if fraction is not None else d.mem_fraction,
-        memory_fraction_flag="gpu_memory_utilization" if dep.engine == "vllm" else
-        "kv_cache_free_gpu_memory_fraction",
+        memory_fraction_flag=setting,
         max_model_len=a.max_model_len or wl.context_tokens, defaults_source=d.source), d
 
 # --- prediction ----------------------------------------------------------------------------------
@@ -40,15 +43,15 @@ def launch(adv: Advisor, model_id: str, dep: Deployment, settings: ResolvedSetti
 def render_launch(adv: Advisor, model_id: str, dep: Deployment, settings: ResolvedSettings) -> Launch:
     """``launch``, raising its ``LaunchError`` (a ``CheckpointError`` when no checkpoint plan exists)."""
     a = dep.engine_args
-    vllm = dep.engine == "vllm"
     spec = LaunchSpec(
         model_id=model_id, gpu_id=dep.gpu, tp=dep.tp, pp=dep.pp, replicas=dep.replicas,
         weight_dtype=dep.weight_dtype, kv_dtype=dep.kv_dtype, engine=dep.engine,
         engine_version=settings.engine_version, max_num_seqs=settings.max_num_seqs,
         max_num_batched_tokens=settings.max_num_batched_tokens, max_model_len=settings.max_model_len,
-        gpu_memory_utilization=settings.memory_fraction if vllm else None,
-        kv_cache_free_gpu_memory_fraction=None if vllm else settings.memory_fraction,
         enable_chunked_prefill=a.enable_chunked_prefill, enable_prefix_caching=a.enable_prefix_caching)
+    # the memory fraction goes in the setting the engine takes (settings.memory_fraction_flag names it)
+    fraction: dict[str, Any] = {settings.memory_fraction_flag: settings.memory_fraction}
+    spec = replace(spec, **fraction)
     out = render_engine_launch(spec, adv.catalog)
     return Launch(command=out["command"], container=out["container"], args=out["args"], files=out["files"],
                   steps=out["steps"], replicas=out["replicas"], notes=out["notes"])

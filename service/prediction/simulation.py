@@ -13,6 +13,7 @@ import numpy as np
 
 from service.core.costmodel import MODES, Params, Static
 from service.core.simulate import Lengths, Load, SimResult, Stat, replica, simulate
+from service.engines.registry import engine_for
 from service.schemas.predictions import (
     DEFAULT_SIM_REQUESTS,
     Deployment,
@@ -82,13 +83,14 @@ def simulate_deployment(static: Static, params: Params, dep: Deployment, wl: Wor
     """Candidate 0 of ``static`` (the deployment ``dep``) serving its share of ``wl`` on one replica.
     ``memo``: the simulations the caller has run for the same request; one with the same inputs (static
     terms, parameters, scheduler and load) is not run again."""
-    vllm = dep.engine == "vllm"
+    engine = engine_for(dep.engine)
     # vLLM V1 always chunks prompts (engines/vllm-*.yaml adjustments). TensorRT-LLM's flag defaults to off
     # (trtllm-*.yaml), but whole prompts only would starve a prompt as long as max_num_tokens behind any
     # decode, and the stored TensorRT-LLM runs show no such starvation (8192-token prompts at the default
     # budget answered in ~1 s where whole-prompt scheduling simulates minutes: benchmarks/accuracy.py
     # --simulate): its prompts are simulated chunked unless the request turns chunking off.
-    chunked = vllm or dep.engine_args.enable_chunked_prefill is not False
+    chunked = engine.always_chunks_prefill or dep.engine_args.enable_chunked_prefill is not False
+    reserve_full = engine.reserves_whole_sequences
     n_rep = dep.replicas
     requests = opts.requests or DEFAULT_SIM_REQUESTS
     if wl.mode == "concurrency":
@@ -113,16 +115,17 @@ def simulate_deployment(static: Static, params: Params, dep: Deployment, wl: Wor
     load = Load(MODES[wl.mode], value, lengths(wl.input_tokens, wl.input_distribution),
                 lengths(wl.output_tokens, wl.output_distribution), requests=requests, seed=opts.seed,
                 burst_start=wl.benchmark_run)
-    scheduler = VLLM_SCHEDULER if vllm else TRTLLM_SCHEDULER.format(
-        chunking="prompts chunked" if chunked else "whole prompts only (enable_chunked_prefill: false)")
+    scheduler = TRTLLM_SCHEDULER.format(
+        chunking="prompts chunked" if chunked else "whole prompts only (enable_chunked_prefill: false)"
+    ) if reserve_full else VLLM_SCHEDULER
 
     def run() -> SimResult:
-        return simulate(replica(static, params, 0, chunked_prefill=chunked, reserve_full=not vllm), load)
+        return simulate(replica(static, params, 0, chunked_prefill=chunked, reserve_full=reserve_full), load)
 
     if memo is None:
         result = run()
     else:
-        key = (simulation_key(static, params), chunked, not vllm, load)
+        key = (simulation_key(static, params), chunked, reserve_full, load)
         if key not in memo:
             memo[key] = run()
         result = memo[key]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpu_catalog.schema import GpuSpec, ModelSpec
+from service.engines.registry import foreign_memory_setting
 from service.errors import InvalidRequest, unknown_id_detail
 from service.prediction.inline_model import inline_model_spec
 from service.schemas.predictions import Deployment, InlineModel, Workload
@@ -91,10 +92,6 @@ def check_runnable(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload
         raise InvalidRequest([*prefix, "engine_args", "max_model_len"],
                              f"max_model_len {max_len} is shorter than input + output = "
                              f"{wl.input_tokens + wl.output_tokens} tokens")
-    args = dep.engine_args
-    if dep.engine == "vllm" and args.kv_cache_free_gpu_memory_fraction is not None:
-        raise InvalidRequest([*prefix, "engine_args", "kv_cache_free_gpu_memory_fraction"],
-                             "is a TensorRT-LLM setting; vLLM takes gpu_memory_utilization")
-    if dep.engine == "trtllm" and args.gpu_memory_utilization is not None:
-        raise InvalidRequest([*prefix, "engine_args", "gpu_memory_utilization"],
-                             "is a vLLM setting; TensorRT-LLM takes kv_cache_free_gpu_memory_fraction")
+    foreign = foreign_memory_setting(dep.engine, dep.engine_args)
+    if foreign is not None:
+        raise InvalidRequest([*prefix, "engine_args", foreign[0]], foreign[1])

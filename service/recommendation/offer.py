@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpu_catalog.schema import ModelSpec
-from service.core.launch import CheckpointError, LaunchError
+from service.engines.errors import CheckpointError, LaunchError
+from service.engines.registry import engine_for
 from service.prediction.analytic import Analysed, analyse
 from service.prediction.launch_settings import render_launch, settings_for
 from service.prediction.predictor import predict_deployment
@@ -38,8 +39,7 @@ def deployment(s: Scored, i: int) -> Deployment:
     frac = float(s.frac[i])
     args = EngineArgs(max_num_seqs=int(s.seqs[i]), max_num_batched_tokens=int(s.tokens[i]),
                       max_model_len=s.context_tok,
-                      **({"gpu_memory_utilization": frac} if e == "vllm"
-                         else {"kv_cache_free_gpu_memory_fraction": frac}))
+                      **{engine_for(e).memory_fraction_setting: frac})
     return Deployment(gpu=g, gpu_count=tp * pp * reps, tp=tp, pp=pp, replicas=reps, weight_dtype=w, kv_dtype=k,
                       engine=e, engine_version=v, engine_args=args, multi_node=pp > 1)
 
