@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as d, TestClient(create_app(Settings(
             database_url=f"sqlite:///{d}/consistency.db", calibration_cv="off", log_level="WARNING",
             startup_mode="blocking"))) as client:
-        adv = client.app.state.advisor.current_advisor()        # type: ignore[attr-defined]
+        adv = client.app.state.app_state.current().advisor        # type: ignore[attr-defined]
         ratios: dict[tuple[str, str], list[float]] = {}
         false_rejects: list[str] = []
         order_bad: list[str] = []

@@ -157,7 +157,7 @@ def generate() -> dict[str, Any]:
 def database_gone(client: TestClient, db: Path) -> dict[str, Any]:
     """The answer of a read that needs the database while the database is gone: its file moved away under the
     running service (a new connection then opens an empty database, with none of the tables)."""
-    client.app.state.advisor.engine.dispose()          # type: ignore[attr-defined]
+    client.app.state.app_state.engine.dispose()          # type: ignore[attr-defined]
     for f in db.parent.glob(db.name + "*"):            # the database and its -wal, -shm
         f.rename(f.with_name("moved-" + f.name))
     r = client.get("/v1/benchmarks", params={"limit": 1})

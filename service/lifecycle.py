@@ -32,7 +32,8 @@ from typing import Any
 from fastapi import FastAPI
 
 from service.settings import Settings
-from service.startup import STARTUP_STEPS, AppState, build_state
+from service.startup import STARTUP_STEPS, build_state
+from service.state import AppState
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ def _start(app: FastAPI, settings: Settings, life: Lifecycle) -> None:
             log.exception("start-up failed")
             return
         life.state = state
-        app.state.advisor = state
+        app.state.app_state = state
         log.info("start-up: ready to serve after %.1f s", time.perf_counter() - life.t0)
 
     def warm() -> None:
@@ -155,7 +156,7 @@ def lifespan(settings: Settings) -> Callable[[FastAPI], Any]:
     async def run(app: FastAPI) -> AsyncIterator[None]:
         life = Lifecycle()
         app.state.lifecycle = life
-        app.state.advisor = None
+        app.state.app_state = None
         _chain_sigterm(life)
         _start(app, settings, life)
         yield

@@ -6,11 +6,9 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import Engine, text
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpu_catalog.loader import (
@@ -24,7 +22,7 @@ from gpu_catalog.loader import (
 )
 from gpu_catalog.schema import CostConstants
 from service import shipped_calibration
-from service.advisor import Advisor
+from service.advisor import CalibrationState
 from service.calibrate import fit_and_store, measurement_set, run_cross_validation, state_from_row
 from service.core import launch
 from service.core.calibration import data_fingerprint
@@ -36,6 +34,7 @@ from service.repository import calibrations as cal_repo
 from service.repository.catalog import read_catalog, stored_hash, sync_catalog
 from service.repository.measurements import relink_models, sync_published
 from service.settings import Settings
+from service.state import AppState, Serving
 
 log = logging.getLogger(__name__)
 
@@ -43,49 +42,6 @@ log = logging.getLogger(__name__)
 _STARTUP_LOCK_ID = 7_420_240_601
 # What build_state reports as done, in order (service/lifecycle.py shows the ones still loading in /readyz).
 STARTUP_STEPS = ("catalog", "calibration")
-
-
-@dataclass
-class AppState:
-    settings: Settings
-    engine: Engine
-    sessions: sessionmaker[Session]
-    catalog: Catalog
-    constants: CostConstants
-    advisor: Advisor
-    startup_s: float = 0.0
-    calibration_checked_at: float = field(default_factory=time.monotonic)
-    cross_validation: CrossValidationProcess | None = None    # CALIBRATION_CV=background
-
-    def current_advisor(self) -> Advisor:
-        """The advisor with the newest stored calibration: another worker (or an ingest) may have made one.
-
-        Checks the database at most every ``calibration_refresh_s`` seconds."""
-        now = time.monotonic()
-        if now - self.calibration_checked_at >= self.settings.calibration_refresh_s:
-            self.calibration_checked_at = now
-            self.reload_calibration()
-        return self.advisor
-
-    def reload_calibration(self) -> None:
-        try:
-            self._reload_calibration()
-        except OperationalError as exc:
-            # the database is away: keep predicting with the calibration in hand (it is complete, and
-            # versioned); requests that must store something answer 503 on their own
-            log.warning("calibration check skipped, database unavailable: %s", type(exc.orig).__name__)
-
-    def _reload_calibration(self) -> None:
-        with transaction(self.sessions) as session:
-            row = cal_repo.latest(session)
-            if row is None:
-                return
-            held = bool((row.metrics or {}).get("held_out"))
-            cur = self.advisor.cal
-            if row.version != cur.version or (held and cur.error_kind != "leave-one-source-out"):
-                self.advisor.cal = state_from_row(row)
-        if not held and self.cross_validation is not None:
-            self.cross_validation.ensure()
 
 
 @contextmanager
@@ -120,8 +76,8 @@ def migrate_and_load(engine: Engine, sessions: sessionmaker[Session], data_dir: 
 
 
 def ensure_calibration(engine: Engine, sessions: sessionmaker[Session], catalog: Catalog,
-                       constants: CostConstants, settings: Settings) -> tuple[Advisor, bool]:
-    """The advisor with a calibration of the stored measurements: the newest stored version if it was fitted on
+                       constants: CostConstants, settings: Settings) -> tuple[CalibrationState, bool]:
+    """A calibration of the stored measurements: the newest stored version if it was fitted on
     them, else the shipped calibration if it was (service/shipped_calibration.py), else a new fit; and whether
     that version still lacks its leave-one-source-out error."""
     tables = build_tables(catalog, constants)
@@ -133,16 +89,16 @@ def ensure_calibration(engine: Engine, sessions: sessionmaker[Session], catalog:
             shipped = shipped_calibration.matching(fp)
             row = shipped_calibration.store(session, shipped) if shipped else fit_and_store(session, tables, ms,
                                                                                               constants)
-        advisor = Advisor(catalog, constants, state_from_row(row))
+        calibration = state_from_row(row)
         version, needs_cv = row.version, not (row.metrics or {}).get("held_out")
     if needs_cv and settings.calibration_cv == "sync":
         run_cross_validation(sessions, version, tables, ms, constants)
         with transaction(sessions) as session:
             stored = cal_repo.by_version(session, version)
             assert stored is not None
-            advisor.cal = state_from_row(stored)
+            calibration = state_from_row(stored)
         needs_cv = False
-    return advisor, needs_cv
+    return calibration, needs_cv
 
 
 def build_state(settings: Settings, done: Callable[[str], None] = lambda step: None) -> AppState:
@@ -159,11 +115,11 @@ def build_state(settings: Settings, done: Callable[[str], None] = lambda step: N
         catalog = read_catalog(session)
     done("catalog")
     constants = load_cost_constants()
-    advisor, needs_cv = ensure_calibration(engine, sessions, catalog, constants, settings)
+    calibration, needs_cv = ensure_calibration(engine, sessions, catalog, constants, settings)
     t_vocab = time.perf_counter()
     log.info("%d engine vocabularies read in %.2f s", launch.warm_up(), time.perf_counter() - t_vocab)
     state = AppState(settings=settings, engine=engine, sessions=sessions, catalog=catalog, constants=constants,
-                     advisor=advisor)
+                     serving=Serving.build(catalog, constants, calibration))
     if settings.calibration_cv == "background":
         state.cross_validation = CrossValidationProcess(settings.database_url)
         if needs_cv:
@@ -171,5 +127,5 @@ def build_state(settings: Settings, done: Callable[[str], None] = lambda step: N
     done("calibration")
     state.startup_s = time.perf_counter() - t0
     log.info("catalog and calibration in %.2f s: %d GPUs, %d models, calibration v%s", state.startup_s,
-             len(catalog.gpus), len(catalog.models), advisor.cal.version)
+             len(catalog.gpus), len(catalog.models), calibration.version)
     return state

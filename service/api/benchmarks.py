@@ -115,7 +115,7 @@ def post_benchmarks(submitted_by: WriterDep, raw: Annotated[bytes, Depends(read_
     sent it (a digest of the key) and when; its ``source_id`` is ``user:<ingest id>``."""
     try:
         body = parse_body(raw, request.headers.get("content-type", ""))
-        prepared = prepare(state.current_advisor(), body, submitted_by)
+        prepared = prepare(state.current().advisor, body, submitted_by)
         result = store(state, prepared, submitted_by)
     except InvalidRequest as exc:
         raise as_problem(exc) from exc

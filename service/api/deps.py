@@ -13,13 +13,13 @@ from sqlalchemy.orm import Session
 
 from service.api.problems import ProblemError
 from service.db.session import transaction
-from service.startup import AppState
+from service.state import AppState
 
 
 # Dependencies that neither block nor wait are coroutines: FastAPI runs a plain function dependency in a worker
 # thread, and each hop there and back cost a request ~0.2 ms on the 2-core machine.
 async def get_state(request: Request) -> AppState:
-    state: AppState = request.app.state.advisor
+    state: AppState = request.app.state.app_state
     return state
 
 

@@ -182,9 +182,9 @@ def install(app: FastAPI, settings: Settings) -> Metrics:
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus_metrics() -> Response:
-        state = getattr(app.state, "advisor", None)
-        if state is not None and state.advisor.cal.version is not None:
-            metrics.calibration_version.set(state.advisor.cal.version)
+        state = getattr(app.state, "app_state", None)
+        if state is not None and state.serving.calibration.version is not None:
+            metrics.calibration_version.set(state.serving.calibration.version)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     if settings.cors_origins:

@@ -26,7 +26,7 @@ def predict(body: PredictionRequest, state: StateDep) -> PredictionResponse:
     in GB (1e9 bytes). A deployment the engine cannot start is a 422 naming the field; one that does not fit
     in memory is ``fits: false`` with the memory breakdown and why."""
     try:
-        return as_asked(state.current_advisor().predict(body), body.model)
+        return as_asked(state.current().advisor.predict(body), body.model)
     except InvalidRequest as exc:
         raise as_problem(exc) from exc
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from functools import lru_cache
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -15,18 +14,10 @@ from service.api.problems import ProblemError
 from service.db.models import RecommendationRecord
 from service.db.session import JSONText, transaction
 from service.errors import InvalidRequest
-from service.prediction.advisor import Advisor
-from service.recommendation.answer import Recommender
 from service.recommendation.pareto_svg import CostAxis, render
 from service.schemas.recommendations import Links, RecommendationRequest, RecommendationResponse
 
 router = APIRouter(prefix="/v1", tags=["recommendations"], dependencies=[Depends(require_read_key)])
-
-
-@lru_cache(maxsize=4)
-def recommender_for(advisor: Advisor) -> Recommender:
-    """One recommender per advisor (it caches engine defaults per GPU); a new calibration keeps the advisor."""
-    return Recommender(advisor)
 
 
 @router.post("/recommendations", response_model=RecommendationResponse,
@@ -44,7 +35,7 @@ async def recommend(body: RecommendationRequest, state: StateDep, request: Reque
         # where a session dependency and a plain endpoint took three, ~0.17 ms each); stored and committed
         # before the answer leaves
         try:
-            answer = as_asked(recommender_for(state.current_advisor()).recommend(body), body.model)
+            answer = as_asked(state.current().recommender.recommend(body), body.model)
         except InvalidRequest as exc:
             raise as_problem(exc) from exc
         answer.id = str(uuid.uuid4())

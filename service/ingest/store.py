@@ -16,7 +16,7 @@ from service.ingest.validate import Path, PreparedIngest
 from service.repository import calibrations as cal_repo
 from service.repository import ingests as repo
 from service.schemas.benchmarks import CalibrationOutcome, IngestResponse
-from service.startup import AppState
+from service.state import AppState
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def store(state: AppState, prepared: PreparedIngest, submitted_by: str) -> Store
     Ingests are serialised (``repo.lock``), so each refit starts from the version the previous one made. After
     the commit this worker uses the new version at once; others read it from the database within
     ``calibration_refresh_s``. Its leave-one-source-out error follows ``settings.calibration_cv``."""
-    tables, catalog, constants = state.advisor.tables, state.catalog, state.constants
+    tables, catalog, constants = state.serving.advisor.tables, state.catalog, state.constants
     with transaction(state.sessions) as session:
         repo.lock(session)
         existing = repo.by_content(session, prepared.content_sha256)

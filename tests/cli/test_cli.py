@@ -43,7 +43,7 @@ SERVER_START_S = 300.0
 @pytest.fixture(scope="module")
 def db_env(client: TestClient) -> dict[str, str]:
     """The environment that points the command at the API tests' database (migrated and calibrated)."""
-    url = client.app.state.advisor.engine.url.render_as_string(hide_password=False)  # type: ignore[attr-defined]
+    url = client.app.state.app_state.engine.url.render_as_string(hide_password=False)  # type: ignore[attr-defined]
     return {"DATABASE_URL": url, "CALIBRATION_CV": "off", "LOG_LEVEL": "WARNING"}
 
 
