@@ -11,10 +11,10 @@ from fastapi.concurrency import run_in_threadpool
 from service.api.deps import SessionDep, StateDep, require_read_key
 from service.api.predictions import as_asked, as_problem
 from service.api.problems import ProblemError
-from service.db.models import RecommendationRecord
-from service.db.session import JSONText, transaction
+from service.db.session import transaction
 from service.errors import InvalidRequest
 from service.recommendation.pareto_svg import CostAxis, render
+from service.repository import recommendations as rec_repo
 from service.schemas.recommendations import Links, RecommendationRequest, RecommendationResponse
 
 router = APIRouter(prefix="/v1", tags=["recommendations"], dependencies=[Depends(require_read_key)])
@@ -46,8 +46,7 @@ async def recommend(body: RecommendationRequest, state: StateDep, request: Reque
         # validate it again against RecommendationResponse in another thread hop, then serialize it
         text = answer.model_dump_json()
         with transaction(state.sessions) as session:
-            session.add(RecommendationRecord(id=answer.id, request=body.model_dump(mode="json"),
-                                             response=JSONText(text), calibration_version=answer.calibration_version))
+            rec_repo.add(session, answer.id, body.model_dump(mode="json"), text, answer.calibration_version)
         return text
 
     return Response(content=await run_in_threadpool(answer_and_store), media_type="application/json")
@@ -55,7 +54,7 @@ async def recommend(body: RecommendationRequest, state: StateDep, request: Reque
 
 def stored(session: SessionDep, rec_id: str) -> RecommendationResponse:
     """A stored answer (its links made from its id: answers stored before they had links get them too)."""
-    row = session.get(RecommendationRecord, rec_id)
+    row = rec_repo.by_id(session, rec_id)
     if row is None:
         raise ProblemError(404, "Not found", f"no recommendation with id '{rec_id}'", field=["id"])
     answer = RecommendationResponse.model_validate(row.response)
