@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
 from service.advisor import InvalidRequest
-from service.api.deps import StateDep, WriterDep
+from service.api.deps import SessionDep, StateDep, WriterDep
 from service.api.predictions import as_problem
 from service.api.problems import (
     JSON_MEDIA_TYPE,
@@ -100,7 +100,7 @@ def _body_errors(exc: ValidationError) -> list[dict[str, Any]]:
         CSV_MEDIA_TYPE: {"schema": {"type": "string", "description": "published.csv header and rows"},
                          "example": _CSV_EXAMPLE}}}})
 def post_benchmarks(submitted_by: WriterDep, raw: Annotated[bytes, Depends(read_body)], request: Request,
-                    response: Response, state: StateDep) -> IngestResponse:
+                    response: Response, state: StateDep, session: SessionDep) -> IngestResponse:
     """Store measurements whole or not at all, and refit the calibration on them.
 
     - ``{"format": "rows", "rows": [...]}``: rows in the columns of shared/benchmarks/published.csv; or the same
@@ -116,7 +116,7 @@ def post_benchmarks(submitted_by: WriterDep, raw: Annotated[bytes, Depends(read_
     try:
         body = parse_body(raw, request.headers.get("content-type", ""))
         prepared = prepare(state.current().advisor, body, submitted_by)
-        result = store(state, prepared, submitted_by)
+        result = store(session, state, prepared, submitted_by)
     except InvalidRequest as exc:
         raise as_problem(exc) from exc
     except IngestConflict as exc:

@@ -1,18 +1,19 @@
-"""Request dependencies: the one transaction per request, the app state, and the keys."""
+"""Request dependencies: the one transaction per request (its only owner), the app state, and the keys."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from service.api.problems import ProblemError
-from service.db.session import transaction
+from service.db.session import finish
 from service.state import AppState
 
 
@@ -26,12 +27,27 @@ async def get_state(request: Request) -> AppState:
 StateDep = Annotated[AppState, Depends(get_state)]
 
 
-def get_session(state: StateDep) -> Iterator[Session]:
-    with transaction(state.sessions) as session:
+async def get_session(state: StateDep) -> AsyncIterator[Session]:
+    """The request's one transaction: committed when the route returns, before the answer is sent (scope
+    "function" below), and rolled back when it raises. Ending it is database work, done in a worker thread;
+    a route that never touched the database costs no thread hop."""
+    session = state.sessions()
+    try:
         yield session
+    except BaseException:
+        await _end(session, ok=False)
+        raise
+    await _end(session, ok=True)
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+async def _end(session: Session, ok: bool) -> None:
+    if session.in_transaction() or session.info:
+        await run_in_threadpool(finish, session, ok)
+    else:
+        session.close()
+
+
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 # Two names for the one Bearer header, so that the OpenAPI document can tell the operations that need a write key
 # from those that need a read key only when one is set (service/api/openapi.py).

@@ -11,7 +11,6 @@ from fastapi.concurrency import run_in_threadpool
 from service.api.deps import SessionDep, StateDep, require_read_key
 from service.api.predictions import as_asked, as_problem
 from service.api.problems import ProblemError
-from service.db.session import transaction
 from service.errors import InvalidRequest
 from service.recommendation.pareto_svg import CostAxis, render
 from service.repository import recommendations as rec_repo
@@ -22,7 +21,7 @@ router = APIRouter(prefix="/v1", tags=["recommendations"], dependencies=[Depends
 
 @router.post("/recommendations", response_model=RecommendationResponse,
              summary="Search, rank and explain deployments that meet a model's traffic and SLA")
-async def recommend(body: RecommendationRequest, state: StateDep, request: Request) -> Response:
+async def recommend(body: RecommendationRequest, state: StateDep, session: SessionDep, request: Request) -> Response:
     """Every allowed GPU x quantisation x parallel layout x engine settings x replicas, scored by the
     calibrated cost model; the feasible ones ranked by the objective, one per layout (top_k), with the
     Pareto front of cost, latency and throughput. When nothing fits: ``feasible: false`` and an
@@ -31,9 +30,8 @@ async def recommend(body: RecommendationRequest, state: StateDep, request: Reque
     metrics = getattr(request.app.state, "metrics", None)
 
     def answer_and_store() -> str:
-        # the search, the answer and its storage in one worker thread (one hop from the event loop and back,
-        # where a session dependency and a plain endpoint took three, ~0.17 ms each); stored and committed
-        # before the answer leaves
+        # the search and the answer in one worker thread; the session dependency commits the stored answer
+        # before it is sent
         try:
             answer = as_asked(state.current().recommender.recommend(body), body.model)
         except InvalidRequest as exc:
@@ -45,8 +43,7 @@ async def recommend(body: RecommendationRequest, state: StateDep, request: Reque
         # the answer as JSON at once, stored and sent as it is (the schema above documents it): FastAPI would
         # validate it again against RecommendationResponse in another thread hop, then serialize it
         text = answer.model_dump_json()
-        with transaction(state.sessions) as session:
-            rec_repo.add(session, answer.id, body.model_dump(mode="json"), text, answer.calibration_version)
+        rec_repo.add(session, answer.id, body.model_dump(mode="json"), text, answer.calibration_version)
         return text
 
     return Response(content=await run_in_threadpool(answer_and_store), media_type="application/json")

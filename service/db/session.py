@@ -1,9 +1,14 @@
-"""Engine and session factory. One session per request; the request dependency owns the transaction."""
+"""Engine, session factory and the transaction boundary.
+
+A request's transaction is owned by its session dependency (service/api/deps.py): committed when the route
+returns, rolled back when it raises. Work outside requests (start-up, calibration jobs) opens one with
+``transaction``. Nothing else commits or rolls back; both end a transaction through ``finish``.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,15 +50,36 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+_AFTER_COMMIT = "after_commit"
+
+
+def after_commit(session: Session, action: Callable[[], None]) -> None:
+    """Run ``action`` once ``session``'s transaction has committed, never if it rolls back: for work that must see
+    the data stored (another session reading it, a new calibration put to use)."""
+    session.info.setdefault(_AFTER_COMMIT, []).append(action)
+
+
+def finish(session: Session, ok: bool) -> None:
+    """Commit (then run the after-commit actions) when ``ok``, else roll back; close the session either way."""
+    try:
+        if ok:
+            session.commit()
+            for action in session.info.pop(_AFTER_COMMIT, []):
+                action()
+        else:
+            session.rollback()
+    finally:
+        session.info.pop(_AFTER_COMMIT, None)
+        session.close()
+
+
 @contextmanager
 def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """Commit on success, roll back on any error: the one transaction boundary."""
+    """One transaction outside a request: committed on success, rolled back on any error."""
     session = factory()
     try:
         yield session
-        session.commit()
     except BaseException:
-        session.rollback()
+        finish(session, ok=False)
         raise
-    finally:
-        session.close()
+    finish(session, ok=True)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from sqlalchemy.orm import Session
+
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
 from service.calibrate import measurement_set, refit_and_store, run_cross_validation
 from service.core.calibration import prepare
 from service.core.costmodel import Tables
 from service.db.models import Ingest
-from service.db.session import transaction
+from service.db.session import after_commit
 from service.ingest.validate import Path, PreparedIngest
 from service.repository import calibrations as cal_repo
 from service.repository import ingests as repo
@@ -47,49 +49,53 @@ def _response(ingest: Ingest, ids: list[int], row_ids: list[str], duplicate: boo
                           calibration=outcome)
 
 
-def store(state: AppState, prepared: PreparedIngest, submitted_by: str) -> Stored:
-    """One transaction: the ingest, its rows and the refitted calibration version, or nothing.
+def store(session: Session, state: AppState, prepared: PreparedIngest, submitted_by: str) -> Stored:
+    """In the request's transaction: the ingest, its rows and the refitted calibration version, or nothing.
 
-    Ingests are serialised (``repo.lock``), so each refit starts from the version the previous one made. After
-    the commit this worker uses the new version at once; others read it from the database within
+    Ingests are serialised (``repo.lock``, held to the commit), so each refit starts from the version the previous
+    one made. Once committed this worker uses the new version at once; others read it from the database within
     ``calibration_refresh_s``. Its leave-one-source-out error follows ``settings.calibration_cv``."""
     tables, catalog, constants = state.serving.advisor.tables, state.catalog, state.constants
-    with transaction(state.sessions) as session:
-        repo.lock(session)
-        existing = repo.by_content(session, prepared.content_sha256)
-        if existing is not None:
-            ids = repo.measurement_ids(session, existing.id)
-            row_ids = repo.row_ids(session, existing.id)
-            return Stored(_response(existing, ids, row_ids, duplicate=True, outcome=None), created=False)
-        stored = repo.stored_row_ids(session, [r.row_id for r in prepared.rows])
-        for row, path in zip(prepared.rows, prepared.paths, strict=True):
-            if row.row_id in stored:
-                raise _conflict(prepared.format, row.row_id, path, *stored[row.row_id])
-        latest = cal_repo.latest(session)
-        previous = latest.version if latest is not None else None
-        ingest, ids = repo.add(session, prepared.content_sha256, prepared.format, submitted_by, prepared.rows,
-                               prepared.source_description, prepared.families)
-        ms = measurement_set(session, catalog, tables, constants)
-        refit = refit_and_store(session, tables, ms, constants, {r.row_id for r in prepared.rows})
-        version = refit.row.version if refit.row is not None else previous
-        repo.set_calibration(session, ingest, version)
-        not_scored = _not_scored(prepared, catalog, tables, constants)
-        cv = state.settings.calibration_cv if refit.row is not None else "off"
-        held = refit.row is not None and bool((refit.row.metrics or {}).get("held_out"))
-        outcome = CalibrationOutcome(
-            version=version, previous_version=previous, refitted=refit.row is not None,
-            refitted_segments=refit.refitted_segments, scored_rows=refit.scored_rows, not_scored=not_scored,
-            fit_s=refit.fit_s, held_out="computed" if held else {"background": "pending", "sync": "computed",
-                                                                   "off": "off"}[cv])
-        response = _response(ingest, ids, [r.row_id for r in prepared.rows], duplicate=False, outcome=outcome)
-    log.info("ingest %d (%s, %d rows) by %s: calibration v%s", ingest.id, ingest.format, len(ids), submitted_by,
-             version)
-    if refit.row is not None and not held:
-        if cv == "sync":
-            run_cross_validation(state.sessions, refit.row.version, tables, ms, constants)
-        elif cv == "background" and state.cross_validation is not None:
-            state.cross_validation.ensure()
-    state.reload_calibration()
+    repo.lock(session)
+    existing = repo.by_content(session, prepared.content_sha256)
+    if existing is not None:
+        ids = repo.measurement_ids(session, existing.id)
+        row_ids = repo.row_ids(session, existing.id)
+        return Stored(_response(existing, ids, row_ids, duplicate=True, outcome=None), created=False)
+    stored = repo.stored_row_ids(session, [r.row_id for r in prepared.rows])
+    for row, path in zip(prepared.rows, prepared.paths, strict=True):
+        if row.row_id in stored:
+            raise _conflict(prepared.format, row.row_id, path, *stored[row.row_id])
+    latest = cal_repo.latest(session)
+    previous = latest.version if latest is not None else None
+    ingest, ids = repo.add(session, prepared.content_sha256, prepared.format, submitted_by, prepared.rows,
+                           prepared.source_description, prepared.families)
+    ms = measurement_set(session, catalog, tables, constants)
+    refit = refit_and_store(session, tables, ms, constants, {r.row_id for r in prepared.rows})
+    version = refit.row.version if refit.row is not None else previous
+    repo.set_calibration(session, ingest, version)
+    not_scored = _not_scored(prepared, catalog, tables, constants)
+    cv = state.settings.calibration_cv if refit.row is not None else "off"
+    held = refit.row is not None and bool((refit.row.metrics or {}).get("held_out"))
+    outcome = CalibrationOutcome(
+        version=version, previous_version=previous, refitted=refit.row is not None,
+        refitted_segments=refit.refitted_segments, scored_rows=refit.scored_rows, not_scored=not_scored,
+        fit_s=refit.fit_s, held_out="computed" if held else {"background": "pending", "sync": "computed",
+                                                               "off": "off"}[cv])
+    response = _response(ingest, ids, [r.row_id for r in prepared.rows], duplicate=False, outcome=outcome)
+    fitted = refit.row.version if refit.row is not None and not held else None
+
+    def put_to_use() -> None:
+        log.info("ingest %d (%s, %d rows) by %s: calibration v%s", ingest.id, ingest.format, len(ids), submitted_by,
+                 version)
+        if fitted is not None:
+            if cv == "sync":
+                run_cross_validation(state.sessions, fitted, tables, ms, constants)
+            elif cv == "background" and state.cross_validation is not None:
+                state.cross_validation.ensure()
+        state.reload_calibration()
+
+    after_commit(session, put_to_use)
     return Stored(response, created=True)
 
 
