@@ -31,7 +31,7 @@ from pathlib import Path
 
 from gpu_catalog.loader import SHIPPED_CSVS, Catalog, load_catalog, load_cost_constants, read_shipped_rows
 from gpu_catalog.schema import CostConstants
-from service.calibrate import FITTED_QUALITY
+from service.calibration.fit import FITTED_QUALITY
 from service.core.calibration import METRICS, MeasurementSet, cross_validate, prepare
 from service.core.costmodel import Tables, build_tables
 from service.core.heldout import family_table, floor_check, format_table, held_out_by_family

@@ -43,7 +43,7 @@ def cv_processes(parent: int) -> list[int]:
         if d.name.isdigit():
             with contextlib.suppress(OSError, ValueError):
                 fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-                if int(fields[1]) == parent and b"service.recalibrate" in (d / "cmdline").read_bytes():
+                if int(fields[1]) == parent and b"service.calibration.jobs" in (d / "cmdline").read_bytes():
                     out.append(int(d.name))
     return out
 

@@ -3,7 +3,7 @@
 Starts uvicorn with several workers on a fresh PostgreSQL schema, then runs N concurrent clients for a fixed
 time: 60% recommendations, 30% predictions, 10% catalog reads, plus one client posting a benchmark ingest every
 ``--ingest-every`` seconds (each a unique set of rows, resent until it lands) and, half-way, a recalibration
-(``python -m service.recalibrate --fit``: a full refit on every stored row, then its leave-one-source-out error,
+(``python -m service.calibration.jobs --fit``: a full refit on every stored row, then its leave-one-source-out error,
 in its own low-priority process). A separate prober asks ``/healthz`` every 0.1 s, as an orchestrator would.
 
 Clients behave as well-written ones do: a 503 with ``Retry-After`` is "shed" and the client waits that long
@@ -149,7 +149,7 @@ def worker_rss_kib(parent: int) -> dict[int, int]:
             status = (d / "status").read_text()
             fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
             cmd = (d / "cmdline").read_bytes()
-            helper = any(part in cmd for part in (b"service.recalibrate", b"warm_up", b"resource_tracker"))
+            helper = any(part in cmd for part in (b"service.calibration.jobs", b"warm_up", b"resource_tracker"))
             if int(fields["PPid"]) == parent and not helper:
                 out[int(d.name)] = int(fields.get("VmRSS", "0 kB").split()[0])
     return out
@@ -256,7 +256,7 @@ async def run_load(url: str, clients: int, seconds: float, ingest_every_s: float
         await asyncio.sleep(seconds / 2)
         t0 = time.perf_counter()
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "service.recalibrate", "--fit", "--low-priority", cwd=root,
+            sys.executable, "-m", "service.calibration.jobs", "--fit", "--low-priority", cwd=root,
             env={**os.environ, "DATABASE_URL": db_url, "LOG_LEVEL": "WARNING"},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         try:   # it runs at nice 19: on a busy machine it may not finish within the run
@@ -412,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ingests landed {len(t.landed)} ({t.ingest_tries} posts), never landed {len(t.unlanded)}: rows expected "
           f"{expected}, stored {stored}, distinct {distinct}, stray {stray} ({'exactly once' if once else 'MISMATCH'})")
     if recal:
-        print(f"recalibration (python -m service.recalibrate --fit, low priority) exit {recal['rc']} in "
+        print(f"recalibration (python -m service.calibration.jobs --fit, low priority) exit {recal['rc']} in "
               f"{recal['s']:.0f} s: {' / '.join(recal['out'])}")
     print(f"calibration v{version} made through one worker: used by every answer within {spread_s:.1f} s "
           f"({seen} predictions; CALIBRATION_REFRESH_S={REFRESH_S:g})")

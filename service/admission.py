@@ -49,7 +49,7 @@ class BusySignal:
     """Tells background work on this machine that a worker is serving CPU-heavy requests.
 
     A file (named after the database URL) whose modification time every worker renews while it has such requests
-    in flight; the background calibration process is paused while it is fresh (service/recalibrate.py). Sharing
+    in flight; the background calibration process is paused while it is fresh (service/calibration/jobs.py). Sharing
     the cores with it, even at nice 19, doubled a search's latency: the scheduler gives it little time, but it
     still evicts caches and takes the sibling hardware thread."""
 

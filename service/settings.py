@@ -25,7 +25,7 @@ class Settings(BaseSettings):
         default="background",
         description="leave-one-source-out error of a new calibration: computed in a separate low-priority "
         "process after start-up (background), before serving (sync), or not at all (off: in-sample errors only; "
-        "`python -m service.recalibrate` computes it on demand)")
+        "`python -m service.calibration.jobs` computes it on demand)")
     log_format: Literal["json", "text"] = Field(default="json", description="log lines as JSON objects or text")
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024,
                                 description="largest request body accepted, bytes (larger: 413)")

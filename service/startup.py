@@ -21,15 +21,15 @@ from gpu_catalog.loader import (
     load_shipped_measurements,
 )
 from gpu_catalog.schema import CostConstants
-from service import shipped_calibration
 from service.advisor import CalibrationState
-from service.calibrate import fit_and_store, measurement_set, run_cross_validation, state_from_row
+from service.calibration import shipped as shipped_calibration
+from service.calibration.fit import fit_and_store, measurement_set, run_cross_validation, state_from_row
+from service.calibration.jobs import CrossValidationProcess
 from service.core import launch
 from service.core.calibration import data_fingerprint
 from service.core.costmodel import build_tables
 from service.db import migrate
 from service.db.session import make_engine, make_sessionmaker, transaction
-from service.recalibrate import CrossValidationProcess
 from service.repository import calibrations as cal_repo
 from service.repository.catalog import read_catalog, stored_hash, sync_catalog
 from service.repository.measurements import relink_models, sync_published
@@ -78,7 +78,7 @@ def migrate_and_load(engine: Engine, sessions: sessionmaker[Session], data_dir: 
 def ensure_calibration(engine: Engine, sessions: sessionmaker[Session], catalog: Catalog,
                        constants: CostConstants, settings: Settings) -> tuple[CalibrationState, bool]:
     """A calibration of the stored measurements: the newest stored version if it was fitted on
-    them, else the shipped calibration if it was (service/shipped_calibration.py), else a new fit; and whether
+    them, else the shipped calibration if it was (service/calibration/shipped.py), else a new fit; and whether
     that version still lacks its leave-one-source-out error."""
     tables = build_tables(catalog, constants)
     with _startup_lock(engine), transaction(sessions) as session:

@@ -19,9 +19,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
 from service.advisor import Advisor, CalibrationState
-from service.calibrate import state_from_row
+from service.calibration.fit import state_from_row
+from service.calibration.jobs import CrossValidationProcess
 from service.db.session import transaction
-from service.recalibrate import CrossValidationProcess
 from service.recommend import Recommender
 from service.repository import calibrations as cal_repo
 from service.settings import Settings

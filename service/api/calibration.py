@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Path
 
 from service.api.deps import SessionDep, StateDep, require_read_key
 from service.api.problems import ProblemError
-from service.calibration_report import public
+from service.calibration.report import public
 from service.repository import calibrations as repo
 from service.schemas.calibration import CalibrationPublic
 

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
-from service.calibrate import measurement_set, refit_and_store, run_cross_validation
+from service.calibration.fit import measurement_set, refit_and_store, run_cross_validation
 from service.core.calibration import prepare
 from service.core.costmodel import Tables
 from service.db.models import Ingest

@@ -96,7 +96,7 @@ class CalibrationPublic(BaseModel):
     held_out_status: Literal["computed", "pending", "off"] = Field(
         description="computed: `held_out` is this version's; pending: a low-priority background process is "
         "computing it (until then `error` is the in-sample error); off: not computed by the service "
-        "(CALIBRATION_CV=off, or an older version; `python -m service.recalibrate` computes the newest one's "
+        "(CALIBRATION_CV=off, or an older version; `python -m service.calibration.jobs` computes the newest one's "
         "on demand)")
     error_current: bool = Field(
         description="whether `error` is the leave-one-source-out error of this version's own measurements "

@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import Engine
 
 from gpu_catalog.loader import PUBLISHED_CSV, load_catalog, load_cost_constants, load_measurements
-from service.calibrate import fit_and_store, measurement_set, run_cross_validation
-from service.calibration_report import public
+from service.calibration.fit import fit_and_store, measurement_set, run_cross_validation
+from service.calibration.report import public
 from service.core.calibration import MeasurementSet
 from service.core.costmodel import Tables, build_tables
 from service.db import migrate

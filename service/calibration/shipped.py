@@ -7,9 +7,9 @@ measurement set) and of the code and catalog files the fit depends on. Start-up 
 match what it would fit now; anything else fits as before, so a stale file costs time, never wrong parameters.
 
 Regenerate it after changing the shipped measurements, the catalog or the cost-model code (the test
-tests/catalog/test_shipped_calibration.py fails until then):
+tests/calibration/test_shipped.py fails until then):
 
-    python -m service.shipped_calibration            # fit + leave-one-source-out error (minutes)
+    python -m service.calibration.shipped            # fit + leave-one-source-out error (minutes)
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ log = logging.getLogger(__name__)
 
 SHIPPED_PATH = DATA_DIR / "calibration.shipped.json"
 FORMAT = 1
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 # What the fitted parameters depend on besides the measurements: the cost model and fit code and the catalog
 # (GPU figures, model architectures, engine defaults, cost constants). Any change to these refits.
-_CODE_GLOBS = ("service/core/**/*.py", "service/engines/**/*.py", "service/calibrate.py", "gpu_catalog/*.py",
+_CODE_GLOBS = ("service/core/**/*.py", "service/engines/**/*.py", "service/calibration/fit.py", "gpu_catalog/*.py",
                "gpu_catalog/data/*.yaml", "gpu_catalog/data/**/*.yaml")
 
 
@@ -75,7 +75,7 @@ def matching(data_sha256: str, path: Path = SHIPPED_PATH) -> dict[str, Any] | No
         return None
     if shipped.get("code_sha256") != code_fingerprint():
         log.info("shipped calibration not used: the cost model, fit or catalog changed since it was made "
-                 "(regenerate: python -m service.shipped_calibration)")
+                 "(regenerate: python -m service.calibration.shipped)")
         return None
     return shipped
 
@@ -95,7 +95,7 @@ def store(session: Session, shipped: dict[str, Any]) -> CalibrationRow:
 def _shipped_database() -> Iterator[tuple[sessionmaker[Session], Catalog, CostConstants, Tables, MeasurementSet]]:
     """The shipped catalog and measurements in a throwaway SQLite database, loaded exactly as start-up loads them."""
     from gpu_catalog.loader import load_cost_constants
-    from service.calibrate import measurement_set
+    from service.calibration.fit import measurement_set
     from service.core.costmodel import build_tables
     from service.db.session import make_engine, make_sessionmaker, transaction
     from service.repository.catalog import read_catalog
@@ -126,7 +126,7 @@ def shipped_data_fingerprint() -> str:
 
 def generate(path: Path = SHIPPED_PATH, cross_validate: bool = True) -> dict[str, Any]:
     """Fit the shipped measurements as start-up would, and write the file."""
-    from service.calibrate import fit_and_store, run_cross_validation
+    from service.calibration.fit import fit_and_store, run_cross_validation
     from service.db.session import transaction
 
     with _shipped_database() as (sessions, _, constants, tables, ms):

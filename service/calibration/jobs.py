@@ -6,9 +6,9 @@ every search about twofold while it ran. Here it runs in a separate process at t
 cores doubled a search's latency), started by a worker when the newest calibration
 has no held-out error yet (``CALIBRATION_CV=background``), or on demand:
 
-    python -m service.recalibrate                  # held-out error of the newest version, if it lacks one
-    python -m service.recalibrate --fit            # a full refit on every stored measurement, then its error
-    python -m service.recalibrate --fit --no-cross-validation
+    python -m service.calibration.jobs                  # held-out error of the newest version, if it lacks one
+    python -m service.calibration.jobs --fit            # a full refit on every stored measurement, then its error
+    python -m service.calibration.jobs --fit --no-cross-validation
 
 ``DATABASE_URL`` names the database, as for the service. Results are stored in the calibration versions, where
 every worker reads them within ``CALIBRATION_REFRESH_S``.
@@ -38,7 +38,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from gpu_catalog.loader import Catalog, load_cost_constants
 from gpu_catalog.schema import CostConstants
 from service.admission import BusySignal
-from service.calibrate import fit_and_store, measurement_set, refit_and_store, run_cross_validation
+from service.calibration.fit import fit_and_store, measurement_set, refit_and_store, run_cross_validation
 from service.core.costmodel import Tables, build_tables
 from service.db.session import make_engine, make_sessionmaker, transaction
 from service.repository import calibrations as cal_repo
@@ -109,7 +109,7 @@ def _lock_path(database_url: str) -> Path:
 
 
 class CrossValidationProcess:
-    """Starts ``python -m service.recalibrate`` at the lowest priority when a version lacks its held-out error.
+    """Starts ``python -m service.calibration.jobs`` at the lowest priority when a version lacks its held-out error.
 
     One such process per database on this machine: it holds an exclusive lock on a file named after the database
     URL (handed over from the worker that started it), so the other workers see it running and start none."""
@@ -131,7 +131,7 @@ class CrossValidationProcess:
             env = {**os.environ, "DATABASE_URL": self.database_url, "NUMBA_NUM_THREADS": "1",
                    "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
             # the child inherits the locked file description: the lock is held until it exits
-            self.proc = subprocess.Popen([sys.executable, "-m", "service.recalibrate", "--low-priority",
+            self.proc = subprocess.Popen([sys.executable, "-m", "service.calibration.jobs", "--low-priority",
                                           "--lock-fd", str(lock.fileno())], env=env, pass_fds=(lock.fileno(),))
         log.info("leave-one-source-out cross-validation started in process %d at the lowest priority", self.proc.pid)
         threading.Thread(target=self._gate, args=(self.proc,), name="cv-gate", daemon=True).start()

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from service import shipped_calibration
 from service.admission import BusySignal
+from service.calibration import shipped as shipped_calibration
 from service.db.session import make_engine, make_sessionmaker, transaction
 from service.startup import migrate_and_load
 
-REGENERATE = "regenerate it: python -m service.shipped_calibration"
+REGENERATE = "regenerate it: python -m service.calibration.shipped"
 
 
 def test_shipped_file_is_the_calibration_of_the_shipped_data_and_code() -> None:
@@ -65,7 +65,7 @@ def _state_within(pid: int, states: str, timeout_s: float, renew: BusySignal | N
 
 
 def test_one_background_cross_validation_process_per_database(tmp_path: Path) -> None:
-    from service.recalibrate import CrossValidationProcess
+    from service.calibration.jobs import CrossValidationProcess
     from service.repository import calibrations as cal_repo
 
     url = f"sqlite:///{tmp_path / 'cv.db'}"
