@@ -49,9 +49,9 @@ class BusySignal:
     """Tells background work on this machine that a worker is serving CPU-heavy requests.
 
     A file (named after the database URL) whose modification time every worker renews while it has such requests
-    in flight; the background calibration process is paused while it is fresh (service/calibration/jobs.py). Sharing
-    the cores with it, even at nice 19, doubled a search's latency: the scheduler gives it little time, but it
-    still evicts caches and takes the sibling hardware thread."""
+    in flight; the background calibration process is paused while it is fresh (service/calibration/jobs.py). Even at
+    nice 19 it slows a search sharing the cores: the scheduler gives it little time, but it still evicts caches
+    and takes the sibling hardware thread."""
 
     def __init__(self, database_url: str) -> None:
         digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]

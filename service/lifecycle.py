@@ -5,7 +5,7 @@ answers 200 at once and ``/readyz`` 503 naming what is still loading (the catalo
 The numba kernels are compiled meanwhile in child processes, one per module, which fill numba's on-disk cache
 on the other cores; the worker then loads them from that cache. Until they are loaded the worker answers
 CPU-heavy requests 503 with Retry-After (service/admission.py) and ``/readyz`` lists them under ``warming``.
-A restart finds them cached and loads them in about a second.
+A restart finds them cached and only loads them.
 
 On SIGTERM uvicorn stops accepting connections and lets the requests in flight finish (bounded by its
 ``--timeout-graceful-shutdown``); this module turns ``/readyz`` to 503 ("shutting down") as soon as the signal

@@ -68,7 +68,7 @@ def migrate_and_load(engine: Engine, sessions: sessionmaker[Session], data_dir: 
             changed = sync_catalog(session, files)
             added = 0
             if stored_hash(session, "published") != published_sha:
-                # Parsing 10k rows is the slow part of start-up: only when a shipped file changed.
+                # Parsing the shipped rows is the slow part of start-up: only when a shipped file changed.
                 added = sync_published(session, load_shipped_measurements(), published_sha)
             if changed:
                 relink_models(session)

@@ -103,8 +103,8 @@ def post_benchmarks(submitted_by: WriterDep, raw: Annotated[bytes, Depends(read_
                     response: Response, state: StateDep, session: SessionDep) -> IngestResponse:
     """Store measurements whole or not at all, and refit the calibration on them.
 
-    - ``{"format": "rows", "rows": [...]}``: rows in the columns of shared/benchmarks/published.csv; or the same
-      rows as a CSV upload (``Content-Type: text/csv``, header row first).
+    - ``{"format": "rows", "rows": [...]}``: rows in the columns of gpu_catalog/data/benchmarks/published.csv; or
+      the same rows as a CSV upload (``Content-Type: text/csv``, header row first).
     - ``{"format": "vllm_bench_serve" | "genai_perf" | "trtllm_bench", "model", "deployment", "workload"?,
       "source"?, "result"}``: the tool's result JSON unchanged, with the deployment it measured (as in
       POST /v1/predictions) and workload facts the file lacks.

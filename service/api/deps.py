@@ -18,7 +18,7 @@ from service.state import AppState
 
 
 # Dependencies that neither block nor wait are coroutines: FastAPI runs a plain function dependency in a worker
-# thread, and each hop there and back cost a request ~0.2 ms on the 2-core machine.
+# thread, and each hop there and back adds to every request's latency.
 async def get_state(request: Request) -> AppState:
     state: AppState = request.app.state.app_state
     return state

@@ -1,10 +1,10 @@
 """Calibration work off the serving path: a full refit and the leave-one-source-out error, in their own process.
 
-The leave-one-source-out run refits the model once per source (minutes of CPU); in a serving worker it slowed
-every search about twofold while it ran. Here it runs in a separate process at the lowest CPU priority
-(nice 19), paused whenever a worker on this machine is serving a CPU-heavy request (even at nice 19, sharing the
-cores doubled a search's latency), started by a worker when the newest calibration
-has no held-out error yet (``CALIBRATION_CV=background``), or on demand:
+The leave-one-source-out run refits the model once per source; in a serving worker it would take the cores the
+searches need. Here it runs in a separate process at the lowest CPU priority (nice 19), paused whenever a worker
+on this machine is serving a CPU-heavy request (a low priority alone still shares caches and hardware threads
+with the search), started by a worker when the newest calibration has no held-out error yet
+(``CALIBRATION_CV=background``), or on demand:
 
     python -m service.calibration.jobs                  # held-out error of the newest version, if it lacks one
     python -m service.calibration.jobs --fit            # a full refit on every stored measurement, then its error

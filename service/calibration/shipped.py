@@ -1,6 +1,6 @@
 """The calibration of the shipped measurements, shipped as a file, so that a fresh install need not fit it.
 
-A full fit of the ~10k shipped measurements takes tens of seconds and their leave-one-source-out error minutes.
+A full fit of the shipped measurements is slow, and their leave-one-source-out error (a fit per source) slower.
 ``gpu_catalog/data/calibration.shipped.json`` holds what that fit stores (parameters and metrics, whatever the
 fit produces) with two hashes: of the data it was fitted on (the calibration's own data fingerprint of the
 measurement set) and of the code and catalog files the fit depends on. Start-up uses the file only when both

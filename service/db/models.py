@@ -179,7 +179,7 @@ class Ingest(Base):
 
 
 class Measurement(Base):
-    """One measurement, every column of shared/benchmarks/published.csv plus its provenance here."""
+    """One measurement, every column of gpu_catalog/data/benchmarks/published.csv plus its provenance here."""
 
     __tablename__ = "measurements"
 
