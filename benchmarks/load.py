@@ -322,13 +322,27 @@ def check_stored_once(db_url: str, landed: list[str]) -> tuple[int, int, int, in
     return len(want), len(mine), len(set(mine)), len(rows) - len(mine)
 
 
+def _refit_stored(url: str, previous: int) -> int:
+    """The first calibration version above ``previous`` that GET /v1/calibration shows."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 10 * REFRESH_S + 300:
+        r = httpx.get(f"{url}/v1/calibration", timeout=30)
+        if r.status_code == 200 and r.json()["version"] > previous:
+            return int(r.json()["version"])
+        time.sleep(0.2)
+    raise RuntimeError(f"no calibration version after v{previous} was stored")
+
+
 def check_calibration_spread(url: str) -> tuple[int, float, int]:
     """Ingest through one worker, then ask every worker (by repeated predictions) which calibration it uses.
     Returns (new version, seconds until 30 answers in a row used it, answers seen)."""
     r = httpx.post(f"{url}/v1/benchmarks", json=ingest_body(f"spread-{uuid.uuid4().hex[:6]}"),
                    headers={"Authorization": f"Bearer {WRITE_KEY}"}, timeout=300)
     r.raise_for_status()
-    version = int(r.json()["calibration_version"])
+    answer = r.json()
+    version = answer["calibration_version"]
+    if version is None:          # INGEST_REFIT=background: the refit is stored after the answer
+        version = _refit_stored(url, answer["calibration"]["version"] or 0)
     t0 = time.monotonic()
     streak = seen = 0
     while streak < 30:

@@ -14,6 +14,7 @@ arrives, so that a load balancer stops sending, and ends the background cross-va
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib
 import logging
@@ -37,6 +38,9 @@ from service.state import AppState
 
 log = logging.getLogger(__name__)
 
+# Longest a stopping worker waits for a refit after an ingest to finish, seconds: a refit of a few segments
+# fits well within it, and a refit cut short is rolled back and run by the next start.
+REFIT_DRAIN_S = 30.0
 # Modules whose numba kernels a worker compiles (or loads from the cache) before CPU-heavy requests.
 KERNEL_MODULES = ("service.core.costmodel", "service.core.scheduler", "service.core.search")
 
@@ -163,6 +167,9 @@ def lifespan(settings: Settings) -> Callable[[FastAPI], Any]:
         life.draining = True
         state = life.state
         if state is not None:
+            if state.refits is not None:
+                # an ingest's refit lost here is run by the next start, but finishing it now serves it sooner
+                await asyncio.to_thread(state.refits.wait_idle, REFIT_DRAIN_S)
             if state.cross_validation is not None:
                 state.cross_validation.stop()
             state.engine.dispose()

@@ -26,6 +26,11 @@ class Settings(BaseSettings):
         description="leave-one-source-out error of a new calibration: computed in a separate low-priority "
         "process after start-up (background), before serving (sync), or not at all (off: in-sample errors only; "
         "`python -m service.calibration.jobs` computes it on demand)")
+    ingest_refit: Literal["background", "sync"] = Field(
+        default="background",
+        description="the calibration refit after POST /v1/benchmarks: in a thread of the worker after the answer "
+        "(background: the answer says refit pending, GET /v1/calibration shows the new version once stored), or "
+        "before the answer, in the request (sync)")
     log_format: Literal["json", "text"] = Field(default="json", description="log lines as JSON objects or text")
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024,
                                 description="largest request body accepted, bytes (larger: 413)")
@@ -44,7 +49,7 @@ class Settings(BaseSettings):
         "once; one more is answered 503 with Retry-After at once; 0: the number of cores this process may use")
     max_ingests_in_flight: int = Field(
         default=1, ge=1,
-        description="benchmark ingests (each refits the calibration) one worker works on at once; one more is "
+        description="benchmark ingests (each stores rows under a lock) one worker works on at once; one more is "
         "answered 503 with Retry-After (ingests serialise on a database lock: a second one would only wait)")
     retry_after_s: int = Field(default=1, ge=1, le=3600,
                                description="Retry-After of a 503 for a full worker or one still starting, seconds")

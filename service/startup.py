@@ -24,6 +24,7 @@ from gpu_catalog.schema import CostConstants
 from service.advisor import CalibrationState
 from service.calibration import shipped as shipped_calibration
 from service.calibration.fit import fit_and_store, measurement_set, run_cross_validation, state_from_row
+from service.calibration.ingest_refit import RefitThread
 from service.calibration.jobs import CrossValidationProcess
 from service.core import launch
 from service.core.calibration import data_fingerprint
@@ -124,6 +125,9 @@ def build_state(settings: Settings, done: Callable[[str], None] = lambda step: N
         state.cross_validation = CrossValidationProcess(settings.database_url)
         if needs_cv:
             state.cross_validation.ensure()
+    if settings.ingest_refit == "background":
+        state.refits = RefitThread(state.refit_after_ingests)
+        state.refits.wake()                # ingests whose refit a stopped worker never ran
     done("calibration")
     state.startup_s = time.perf_counter() - t0
     log.info("catalog and calibration in %.2f s: %d GPUs, %d models, calibration v%s", state.startup_s,

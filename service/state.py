@@ -19,8 +19,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
 from service.advisor import Advisor, CalibrationState
-from service.calibration.fit import state_from_row
+from service.calibration.fit import Refit, run_cross_validation, state_from_row
+from service.calibration.ingest_refit import RefitThread, refit_waiting
 from service.calibration.jobs import CrossValidationProcess
+from service.core.calibration import MeasurementSet
 from service.db.session import transaction
 from service.recommend import Recommender
 from service.repository import calibrations as cal_repo
@@ -58,6 +60,7 @@ class AppState:
     startup_s: float = 0.0
     calibration_checked_at: float = field(default_factory=time.monotonic)
     cross_validation: CrossValidationProcess | None = None    # CALIBRATION_CV=background
+    refits: RefitThread | None = None                          # INGEST_REFIT=background
     _swap: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def current(self) -> Serving:
@@ -73,6 +76,22 @@ class AppState:
     def use(self, calibration: CalibrationState) -> None:
         """Serve ``calibration`` from now on (requests under way finish on the snapshot they took)."""
         self.serving = Serving.build(self.catalog, self.constants, calibration)
+
+    def refit_after_ingests(self) -> None:
+        """Refit on every ingest waiting for it (service/calibration/ingest_refit.py) and serve the result."""
+        done = refit_waiting(self.sessions, self.catalog, self.serving.advisor.tables, self.constants)
+        if done is not None:
+            self.put_to_use(done.refit, done.measurements)
+
+    def put_to_use(self, refit: Refit, ms: MeasurementSet) -> None:
+        """After a refit is committed: its held-out error as ``calibration_cv`` says, then serve the newest version."""
+        row = refit.row
+        if row is not None and not (row.metrics or {}).get("held_out"):
+            if self.settings.calibration_cv == "sync":
+                run_cross_validation(self.sessions, row.version, self.serving.advisor.tables, ms, self.constants)
+            elif self.settings.calibration_cv == "background" and self.cross_validation is not None:
+                self.cross_validation.ensure()
+        self.reload_calibration()
 
     def reload_calibration(self) -> None:
         try:

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
-from service.calibration.fit import measurement_set, refit_and_store, run_cross_validation
+from service.calibration.fit import measurement_set, refit_and_store
 from service.core.calibration import prepare
 from service.core.costmodel import Tables
 from service.db.models import Ingest
@@ -70,11 +70,14 @@ def store(session: Session, state: AppState, prepared: PreparedIngest, submitted
     previous = latest.version if latest is not None else None
     ingest, ids = repo.add(session, prepared.content_sha256, prepared.format, submitted_by, prepared.rows,
                            prepared.source_description, prepared.families)
+    row_ids = [r.row_id for r in prepared.rows]
+    if state.refits is not None:
+        return _refit_later(session, state, prepared, ingest, ids, row_ids, previous, submitted_by)
     ms = measurement_set(session, catalog, tables, constants)
-    refit = refit_and_store(session, tables, ms, constants, {r.row_id for r in prepared.rows})
+    refit = refit_and_store(session, tables, ms, constants, set(row_ids))
     version = refit.row.version if refit.row is not None else previous
     repo.set_calibration(session, ingest, version)
-    not_scored = _not_scored(prepared, catalog, tables, constants)
+    not_scored, _ = _not_scored(prepared, catalog, tables, constants)
     cv = state.settings.calibration_cv if refit.row is not None else "off"
     held = refit.row is not None and bool((refit.row.metrics or {}).get("held_out"))
     outcome = CalibrationOutcome(
@@ -82,20 +85,34 @@ def store(session: Session, state: AppState, prepared: PreparedIngest, submitted
         refitted_segments=refit.refitted_segments, scored_rows=refit.scored_rows, not_scored=not_scored,
         fit_s=refit.fit_s, held_out="computed" if held else {"background": "pending", "sync": "computed",
                                                                "off": "off"}[cv])
-    response = _response(ingest, ids, [r.row_id for r in prepared.rows], duplicate=False, outcome=outcome)
-    fitted = refit.row.version if refit.row is not None and not held else None
+    response = _response(ingest, ids, row_ids, duplicate=False, outcome=outcome)
 
     def put_to_use() -> None:
         log.info("ingest %d (%s, %d rows) by %s: calibration v%s", ingest.id, ingest.format, len(ids), submitted_by,
                  version)
-        if fitted is not None:
-            if cv == "sync":
-                run_cross_validation(state.sessions, fitted, tables, ms, constants)
-            elif cv == "background" and state.cross_validation is not None:
-                state.cross_validation.ensure()
-        state.reload_calibration()
+        state.put_to_use(refit, ms)
 
     after_commit(session, put_to_use)
+    return Stored(response, created=True)
+
+
+def _refit_later(session: Session, state: AppState, prepared: PreparedIngest, ingest: Ingest, ids: list[int],
+                 row_ids: list[str], previous: int | None, submitted_by: str) -> Stored:
+    """The ingest stored with no calibration version yet: the worker's refit thread fits one once it is committed."""
+    not_scored, scored = _not_scored(prepared, state.catalog, state.serving.advisor.tables, state.constants)
+    outcome = CalibrationOutcome(
+        refit="pending", version=previous, previous_version=previous, refitted=False, refitted_segments=[],
+        scored_rows=scored, not_scored=not_scored, fit_s=None,
+        held_out="off" if state.settings.calibration_cv == "off" or not scored else "pending")
+    response = _response(ingest, ids, row_ids, duplicate=False, outcome=outcome)
+    refits = state.refits
+    assert refits is not None
+
+    def refit_soon() -> None:
+        log.info("ingest %d (%s, %d rows) by %s: refit pending", ingest.id, ingest.format, len(ids), submitted_by)
+        refits.wake()
+
+    after_commit(session, refit_soon)
     return Stored(response, created=True)
 
 
@@ -108,11 +125,14 @@ def _conflict(fmt: str, row_id: str, path: Path, measurement_id: int, ingest_id:
                           measurement_id, ingest_id)
 
 
-def _not_scored(prepared: PreparedIngest, catalog: Catalog, tables: Tables, constants: CostConstants) -> dict[str, int]:
-    """Rows of the ingest that are stored but not fitted, by reason (as the calibration's ``prepare`` skips them)."""
+def _not_scored(prepared: PreparedIngest, catalog: Catalog, tables: Tables,
+                constants: CostConstants) -> tuple[dict[str, int], int]:
+    """Rows of the ingest that are stored but not fitted, by reason (as the calibration's ``prepare`` skips them),
+    and how many are fitted."""
     good = [r.model_dump() for r in prepared.rows if r.quality == "good"]
-    reasons = dict(prepare(good, catalog, tables, constants).skipped)
+    ms = prepare(good, catalog, tables, constants)
+    reasons = dict(ms.skipped)
     weak = len(prepared.rows) - len(good)
     if weak:
         reasons["quality weak (stored, not fitted)"] = weak
-    return reasons
+    return reasons, len(ms)

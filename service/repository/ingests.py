@@ -85,3 +85,16 @@ def add(session: Session, content_sha256: str, fmt: str, submitted_by: str, rows
 def set_calibration(session: Session, ingest: Ingest, version: int | None) -> None:
     ingest.calibration_version = version
     session.flush()
+
+
+def awaiting_refit(session: Session) -> list[Ingest]:
+    """Ingests whose rows no calibration version has been fitted on yet (stored, refit still to come)."""
+    return list(session.scalars(select(Ingest).where(Ingest.calibration_version.is_(None)).order_by(Ingest.id)))
+
+
+def row_ids_of(session: Session, ingest_ids: Sequence[int]) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(ingest_ids), _IDS_PER_QUERY):
+        chunk = list(ingest_ids[start:start + _IDS_PER_QUERY])
+        found.update(session.scalars(select(Measurement.row_id).where(Measurement.ingest_id.in_(chunk))))
+    return found

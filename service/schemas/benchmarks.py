@@ -109,7 +109,11 @@ IngestRequest = Annotated[RowsIngest | ToolIngest, Field(discriminator="format")
 
 
 class CalibrationOutcome(BaseModel):
-    version: int | None = Field(description="the calibration version in use after this ingest")
+    refit: Literal["done", "pending"] = Field(
+        default="done", description="done: the fields below describe the refit; pending: it runs after this answer "
+        "(INGEST_REFIT=background) and GET /v1/calibration shows the new version once stored")
+    version: int | None = Field(description="the calibration version in use after this ingest (while the refit "
+                                "is pending: the one in use now)")
     previous_version: int | None = Field(description="the version before it")
     refitted: bool = Field(description="false when no stored row could be scored (the calibration is unchanged)")
     refitted_segments: list[str] = Field(
@@ -132,6 +136,7 @@ class IngestResponse(BaseModel):
     created_at: datetime = Field(description="when it was stored (UTC)")
     measurement_ids: list[int] = Field(description="ids of the stored measurements, in the order posted")
     row_ids: list[str] = Field(description="row ids of the stored measurements, as stored (user:<row_id>)")
-    calibration_version: int | None = Field(description="the calibration version this ingest produced")
+    calibration_version: int | None = Field(
+        description="the calibration version this ingest produced (null while its refit is pending)")
     calibration: CalibrationOutcome | None = Field(
         default=None, description="what the refit did (absent for a duplicate)")
