@@ -82,6 +82,8 @@ class AppState:
         done = refit_waiting(self.sessions, self.catalog, self.serving.advisor.tables, self.constants)
         if done is not None:
             self.put_to_use(done.refit, done.measurements)
+        else:                              # another worker's refit may have covered this worker's ingests
+            self.reload_calibration()
 
     def put_to_use(self, refit: Refit, ms: MeasurementSet) -> None:
         """After a refit is committed: its held-out error as ``calibration_cv`` says, then serve the newest version."""
