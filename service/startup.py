@@ -21,11 +21,11 @@ from gpu_catalog.loader import (
     load_shipped_measurements,
 )
 from gpu_catalog.schema import CostConstants
-from service.advisor import CalibrationState
 from service.calibration import shipped as shipped_calibration
 from service.calibration.fit import fit_and_store, measurement_set, run_cross_validation, state_from_row
 from service.calibration.ingest_refit import RefitThread
 from service.calibration.jobs import CrossValidationProcess
+from service.calibration.state import CalibrationState
 from service.core import launch
 from service.core.calibration import data_fingerprint
 from service.core.costmodel import build_tables

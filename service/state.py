@@ -18,13 +18,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
-from service.advisor import Advisor, CalibrationState
 from service.calibration.fit import Refit, run_cross_validation, state_from_row
 from service.calibration.ingest_refit import RefitThread, refit_waiting
 from service.calibration.jobs import CrossValidationProcess
+from service.calibration.state import CalibrationState
 from service.core.calibration import MeasurementSet
 from service.db.session import transaction
-from service.recommend import Recommender
+from service.prediction.advisor import Advisor
+from service.recommendation.answer import Recommender
 from service.repository import calibrations as cal_repo
 from service.settings import Settings
 

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
-from service.advisor import InvalidRequest
 from service.api.deps import SessionDep, StateDep, WriterDep
 from service.api.predictions import as_problem
 from service.api.problems import (
@@ -20,6 +19,7 @@ from service.api.problems import (
     not_json_text,
     unsupported_media_type,
 )
+from service.errors import InvalidRequest
 from service.ingest.store import IngestConflict, store
 from service.ingest.validate import prepare, rows_from_csv
 from service.schemas.benchmarks import (

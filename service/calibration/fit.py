@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
-from service.advisor import CalibrationState
+from service.calibration.state import CalibrationState
 from service.core.calibration import (
     Calibration,
     MeasurementSet,

@@ -18,11 +18,12 @@ from pydantic import ValidationError
 from sqlalchemy import String
 
 from gpu_catalog.schema import MeasurementRow, ModelSpec
-from service.advisor import Advisor, InvalidRequest
 from service.db.models import Measurement
 from service.engines.registry import ENGINES
+from service.errors import InvalidRequest
 from service.ingest.formats import PARSERS, DeploymentInfo, FormatError
 from service.ingest.formats import WorkloadHint as ParserHint
+from service.prediction.advisor import Advisor
 from service.schemas.benchmarks import MAX_INGEST_ROWS, MAX_USER_ROW_ID_CHARS, RowsIngest, ToolIngest
 from service.schemas.predictions import MAX_CONCURRENCY, MAX_PARALLEL, Deployment, Workload
 

@@ -24,7 +24,7 @@ WL = Workload(input_tokens=1024, output_tokens=256, concurrency=32)
 
 @pytest.fixture(scope="module")
 def advisor(client: TestClient) -> Advisor:
-    adv = client.app.state.advisor.current_advisor()  # type: ignore[attr-defined]
+    adv = client.app.state.app_state.current().advisor  # type: ignore[attr-defined]
     assert isinstance(adv, Advisor)
     return adv
 

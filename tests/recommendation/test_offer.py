@@ -19,7 +19,7 @@ DEP = Deployment(gpu="h100-sxm", tp=2, gpu_count=8, replicas=4, weight_dtype="fp
 
 @pytest.fixture(scope="module")
 def advisor(client: TestClient) -> Advisor:
-    adv = client.app.state.advisor.current_advisor()  # type: ignore[attr-defined]
+    adv = client.app.state.app_state.current().advisor  # type: ignore[attr-defined]
     assert isinstance(adv, Advisor)
     return adv
 

@@ -37,7 +37,7 @@ BODIES = [CHAT_8B,
 
 @pytest.fixture(scope="module")
 def advisor(client: TestClient) -> Advisor:
-    adv = client.app.state.advisor.current_advisor()  # type: ignore[attr-defined]
+    adv = client.app.state.app_state.current().advisor  # type: ignore[attr-defined]
     assert isinstance(adv, Advisor)
     return adv
 
