@@ -27,10 +27,11 @@ class Settings(BaseSettings):
         "process after start-up (background), before serving (sync), or not at all (off: in-sample errors only; "
         "`python -m service.calibration.jobs` computes it on demand)")
     ingest_refit: Literal["background", "sync"] = Field(
-        default="background",
-        description="the calibration refit after POST /v1/benchmarks: in a thread of the worker after the answer "
-        "(background: the answer says refit pending, GET /v1/calibration shows the new version once stored), or "
-        "before the answer, in the request (sync)")
+        default="sync",
+        description="the calibration refit after POST /v1/benchmarks: before the answer, in the request (sync: the "
+        "answer carries the version it produced, as the contract states), or in a thread of the worker after the "
+        "answer (background: the answer says refit pending with calibration_version null, GET /v1/calibration "
+        "shows the new version once stored)")
     log_format: Literal["json", "text"] = Field(default="json", description="log lines as JSON objects or text")
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024,
                                 description="largest request body accepted, bytes (larger: 413)")

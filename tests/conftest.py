@@ -26,8 +26,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 # Apps under test load everything before their first request (the server's default opens the port first:
 # tests/api/test_lifecycle.py checks that one through a real uvicorn).
 os.environ.setdefault("STARTUP_MODE", "blocking")
-# Apps under test refit the calibration inside the ingest request, so that its answer says what the refit did
-# (tests/api/test_ingest_refit.py checks the server's default, the refit after the answer).
+# Apps under test refit the calibration inside the ingest request (the server's default), so that its answer says
+# what the refit did (tests/calibration/test_ingest_refit.py checks INGEST_REFIT=background).
 os.environ.setdefault("INGEST_REFIT", "sync")
 
 PG_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")

@@ -1,4 +1,4 @@
-"""The refit after an ingest, run after the answer (INGEST_REFIT=background, the server's default): the answer
+"""The refit after an ingest, run after the answer (INGEST_REFIT=background): the answer
 says it is pending, and the worker then serves the new version without waiting for its refresh interval."""
 
 from __future__ import annotations
