@@ -58,16 +58,16 @@ def core_speed(n_target: int, repeats: int) -> tuple[int, float]:
 def root_precision(n_target: int) -> dict[str, float]:
     """Largest relative change of TTFT, TPOT and throughput when the serving solve runs 60 root-finding
     steps instead of the shipped number (the converged answer against the one served)."""
-    from service.core import costmodel
+    from service.core import serve_kernel
 
     t, cand, params = _grid(n_target)
     served = evaluate(t, cand, params)
-    shipped = costmodel._ROOT_STEPS
-    costmodel._ROOT_STEPS = 60
+    shipped = serve_kernel._ROOT_STEPS
+    serve_kernel._ROOT_STEPS = 60
     try:
         converged = evaluate(t, cand, params)
     finally:
-        costmodel._ROOT_STEPS = shipped
+        serve_kernel._ROOT_STEPS = shipped
     ok = served.fits
     return {name: float(np.max(np.abs(getattr(served, name)[ok] / getattr(converged, name)[ok] - 1.0)))
             for name in ("ttft_s", "tpot_s", "output_tok_s")}

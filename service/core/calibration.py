@@ -35,26 +35,14 @@ from scipy.sparse import coo_matrix
 
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
-from service.core.costmodel import (
-    ASSUMED_REQUESTS_PER_CLIENT,
-    MODE_CONCURRENCY,
-    MODE_RATE,
-    MODES,
-    PARAM_NAMES,
-    Candidates,
-    F,
-    ModeSplit,
-    Params,
-    Static,
-    Tables,
-    evaluate,
-    serve,
-    split_modes,
-    static_terms,
-)
+from service.core.candidates import MODE_CONCURRENCY, MODE_RATE, MODES, PARAM_NAMES, Candidates, Params
 from service.core.engine_defaults import is_current, resolve
+from service.core.memory import ASSUMED_REQUESTS_PER_CLIENT, Static, static_terms
 from service.core.residuals import USER_SOURCE_PREFIX, Residuals, anchors_of
+from service.core.serve import ModeSplit, evaluate, serve, split_modes
 from service.core.simulate import PREDICTION_REQUESTS, Lengths, Load, replica, simulate
+from service.core.tables import Tables
+from service.core.types import F
 
 MODELLED_ENGINES = ("vllm", "trtllm")
 LEVELS = ("global", "engine", "engine/arch", "engine/gpu", "engine/gpu/dtype")

@@ -20,7 +20,10 @@ from numpy.typing import NDArray
 
 from gpu_catalog.schema import CostConstants
 from service.core.calibration import METRICS, MeasurementSet, fit, predict_measured
-from service.core.costmodel import MODES, F, Tables, static_terms
+from service.core.candidates import MODES
+from service.core.memory import static_terms
+from service.core.tables import Tables
+from service.core.types import F
 
 # concurrency buckets of the headline table: (label, lowest clients, highest clients)
 BUCKETS = (("1", 1.0, 1.0), ("2-8", 2.0, 8.0), ("9-64", 9.0, 64.0), (">64", 65.0, np.inf))

@@ -40,7 +40,8 @@ from service.core.calibration import (
     _store,
     segment_key,
 )
-from service.core.costmodel import PARAM_NAMES, Tables
+from service.core.candidates import PARAM_NAMES
+from service.core.tables import Tables
 
 REFIT_LEVELS = ("engine/arch", "engine/gpu", "engine/gpu/dtype")
 

@@ -25,7 +25,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from service.core.costmodel import MODES, F, Result, Tables
+from service.core.candidates import MODES
+from service.core.serve import Result
+from service.core.tables import Tables
+from service.core.types import F
 
 USER_SOURCE_PREFIX = "user:"
 # The model's prediction counts as this many anchors at distance 0: one measurement moves its own deployment's

@@ -25,7 +25,9 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from service.core.costmodel import MODE_CONCURRENCY, StepModel, _carried_prefill_f, _decode_step_f, _smooth_max_f
+from service.core.candidates import MODE_CONCURRENCY
+from service.core.step_kernels import carried_prefill_f, decode_step_f, smooth_max_f
+from service.core.step_model import StepModel
 
 F = NDArray[np.float64]
 I_ = NDArray[np.int64]
@@ -156,7 +158,7 @@ def decode_rows(b_top: int, pp: float, dense_s: float, expert_s: float, log_miss
     rows = np.empty((b_top + 1, len(seq_s)))
     for b in range(b_top + 1):
         for k in range(len(seq_s)):
-            rows[b, k] = _decode_step_f(float(b), pp, dense_s, expert_s, log_miss, moe, seq_s[k], flop_s_seq[k],
+            rows[b, k] = decode_step_f(float(b), pp, dense_s, expert_s, log_miss, moe, seq_s[k], flop_s_seq[k],
                                         comm_fixed_s, comm_seq_s, step_fixed_s)[0]
     return rows
 
@@ -432,7 +434,7 @@ def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival
             if p_tok:
                 # carried prompt tokens: their compute, against (MoE) reading the experts they route to
                 # beyond the decodes' (StepModel.carried_prefill_s)
-                carry = _carried_prefill_f(float(b), float(p_tok), p_cost, pp, log_miss, expert_s, moe)
+                carry = carried_prefill_f(float(b), float(p_tok), p_cost, pp, log_miss, expert_s, moe)
                 d_first += carry
                 d_last = d_first
                 if run_n > 1:
@@ -470,7 +472,7 @@ def _loop(closed: bool, in_tok: I_, out_tok: I_, CP: F, PC: F, ALONE: F, arrival
             dur = ALONE[ch_rid[0]]
         else:
             # a step that only prefills (StepModel.prefill_only_s) plus the step overhead
-            dur = (_smooth_max_f(p_comp, weights_read_s) + comm_tok * p_tok + ar_latency_s + pp_handoff_s
+            dur = (smooth_max_f(p_comp, weights_read_s) + comm_tok * p_tok + ar_latency_s + pp_handoff_s
                    + (pp - 1.0) * p_tok * ar_bytes_tok / link_bytes_s) + overhead_s
             if run_n > 1:
                 kk = run_n

@@ -47,19 +47,11 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-from service.core.costmodel import (
-    MODE_CONCURRENCY,
-    MODE_OFFLINE,
-    MODE_RATE,
-    Params,
-    Static,
-    StepModel,
-    step_model,
-    take_rows,
-)
+from service.core.candidates import MODE_CONCURRENCY, MODE_OFFLINE, MODE_RATE, Params, take_rows
+from service.core.memory import Static
 from service.core.scheduler import Plan, StepTable, Trace, decode_rows, run
-
-F = NDArray[np.float64]
+from service.core.step_model import StepModel, step_model
+from service.core.types import F
 
 # Requests measured per simulation by default: p99 then rests on the 20 slowest (benchmarks/sim_speed.py
 # times it; at this size a configuration takes tens of milliseconds).

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_catalog.loader import load_catalog, load_cost_constants
-from service.core import costmodel
+from service.core import costmodel, cpu_pool, serve, serve_kernel
 from service.core.costmodel import (
     BUDGET_SHARE_OF_FREE,
     BUDGET_SHARE_OF_TOTAL,
@@ -26,8 +26,6 @@ from service.core.costmodel import (
     Result,
     ServeInputs,
     Tables,
-    _decode_step_f,
-    _serve_kernel,
     build_tables,
     evaluate,
     static_terms,
@@ -35,6 +33,7 @@ from service.core.costmodel import (
     take_rows,
     warm_up,
 )
+from service.core.step_kernels import decode_step_f
 
 CATALOG = load_catalog()
 CONSTANTS = load_cost_constants()
@@ -218,15 +217,21 @@ def test_tensor_parallel_pays_all_reduce_on_pcie_more_than_nvlink() -> None:
     assert ratios["h100-pcie"] > ratios["h100-sxm"]
 
 
+def kernel(mode: int, moe: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The compiled solve of every candidate in ``rows``: batch, TTFT, TPOT, requests/s, compute share, overloaded."""
+    out, over = serve_kernel.serve_kernel(mode, moe, rows)
+    return (*out, over)
+
+
 @settings(max_examples=30, deadline=None)
 @given(d=deployments, batch=st.floats(0.0, 2048.0))
 def test_the_compiled_serving_solve_steps_like_the_step_model(d: dict[str, Any], batch: float) -> None:
-    # the compiled solve (costmodel._serve_kernel) times decode steps with its own scalar copy of
+    # the compiled solve (serve_kernel.serve_into) times decode steps with its own scalar copy of
     # StepModel.decode_step (which the simulation's step tables use): the two must agree to the last bit
     st_ = static_terms(TABLES, cand(d.pop("model"), d.pop("gpu"), **d))
     sm = step_model(st_, PARAMS)
     want = sm.decode_step(np.asarray([batch]))
-    got = _decode_step_f(batch, sm.pp[0], sm.dense_s[0], sm.expert_s[0], sm.log_miss[0], bool(sm.moe[0]), sm.seq_s[0],
+    got = decode_step_f(batch, sm.pp[0], sm.dense_s[0], sm.expert_s[0], sm.log_miss[0], bool(sm.moe[0]), sm.seq_s[0],
                          sm.flop_s_seq[0], sm.comm_fixed_s[0], sm.comm_seq_s[0], float(sm.step_fixed_s[0]))
     assert got == (float(want[0][0]), float(want[1][0]))
 
@@ -236,8 +241,7 @@ def test_the_serving_solve_is_compiled_once_for_every_mode() -> None:
     warm_up()
     for mode in MODES:
         run(cand("Qwen/Qwen3-30B-A3B", "h100-sxm", mode=mode, load=[1.0, 8.0]))
-    assert len(_serve_kernel.signatures) == 1
-    assert len(costmodel._serve_into.signatures) == 1
+    assert len(serve_kernel.serve_into.signatures) == 1
 
 
 @settings(max_examples=20, deadline=None)
@@ -247,9 +251,8 @@ def test_the_compiled_serving_solve_gives_the_interpreted_ones_figures(d: dict[s
     c = cand(d.pop("model"), d.pop("gpu"), mode=mode, load=np.geomspace(0.05, 500, 12), **d)
     compiled = run(c)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(costmodel, "_serve_kernel", _serve_kernel.py_func)
-        m.setattr(costmodel, "_serve_into", costmodel._serve_into.py_func)
-        m.setattr(costmodel, "_root_block", costmodel._root_block.py_func)
+        m.setattr(serve, "serve_into", serve_kernel.serve_into.py_func)
+        m.setattr(serve_kernel, "_root_block", serve_kernel._root_block.py_func)
         interpreted = run(c)
     for f in fields(Result):
         got, want = getattr(compiled, f.name), getattr(interpreted, f.name)
@@ -284,15 +287,14 @@ def test_serving_inputs_built_once_solve_any_load_and_replicas_as_serve_does(d: 
 
 @pytest.mark.parametrize("mode", ["concurrency", "request_rate"])
 def test_a_candidates_solve_does_not_depend_on_the_others_in_its_call(mode: str) -> None:
-    # the compiled solve takes candidates in blocks (costmodel._ROOT_BLOCK): 300 candidates solved together
+    # the compiled solve takes candidates in blocks (serve_kernel._ROOT_BLOCK): 300 candidates solved together
     # must get exactly the figures each gets alone
     loads = np.geomspace(0.05, 3000, 300)
     static = static_terms(TABLES, cand("Qwen/Qwen3-30B-A3B", "h100-sxm", mode=mode, load=loads))
     inputs = ServeInputs.of(static, PARAMS)
     together = inputs.solve(MODES[mode])
     for i in range(0, len(loads), 7):
-        alone = _serve_kernel(MODES[mode], inputs.moe[i:i + 1].copy(),
-                              *np.ascontiguousarray(inputs.rows[:, i:i + 1]))
+        alone = kernel(MODES[mode], inputs.moe[i:i + 1].copy(), np.ascontiguousarray(inputs.rows[:, i:i + 1]))
         for got, want in zip(alone, together, strict=True):
             assert got[0] == want[i]
 
@@ -301,12 +303,12 @@ def test_a_solve_split_over_threads_gives_the_one_calls_figures(monkeypatch: pyt
     # ServeInputs.solve splits many candidates into chunks that the threads of three cores take in turn
     # (whatever this machine has): the chunks, put back together, must be the single call's answer in the
     # candidates' order
-    monkeypatch.setattr(costmodel, "_CORES", 3)
-    loads = np.geomspace(0.05, 3000, 5 * costmodel._SPLIT_MIN_CANDIDATES + 17)
+    monkeypatch.setattr(cpu_pool, "CORES", 3)
+    loads = np.geomspace(0.05, 3000, 5 * cpu_pool.SPLIT_MIN_CANDIDATES + 17)
     static = static_terms(TABLES, cand("meta-llama/Llama-3.1-8B-Instruct", "l4", mode="concurrency", load=loads))
     inputs = ServeInputs.of(static, PARAMS)
     split = inputs.solve(MODES["concurrency"])
-    whole = _serve_kernel(MODES["concurrency"], inputs.moe, *inputs.rows)
+    whole = kernel(MODES["concurrency"], inputs.moe, inputs.rows)
     assert len(split[0]) == len(loads)
     for got, want in zip(split, whole, strict=True):
         assert np.array_equal(got, want)
@@ -320,9 +322,9 @@ def test_a_solve_split_over_threads_gives_the_one_calls_figures(monkeypatch: pyt
     picked = inputs.solve_at(idx, replicas, 50.0, MODES["concurrency"],
                              lambda a, b, *part: finished.setdefault(a, (b, [p.copy() for p in part])))
     # each chunk handed on once, by the thread that solved it, with its slice of the answer: six chunks (two per
-    # core; the 6,165 candidates make six of at least _SPLIT_MIN_CANDIDATES)
+    # core; the 6,165 candidates make six of at least SPLIT_MIN_CANDIDATES)
     bounds = sorted((a, b) for a, (b, _) in finished.items())
-    assert len(bounds) == 3 * costmodel._CHUNKS_PER_CORE == 6
+    assert len(bounds) == 3 * cpu_pool.CHUNKS_PER_CORE == 6
     assert [a for a, _ in bounds] == [0] + [b for _, b in bounds[:-1]]
     assert bounds[-1][1] == len(idx)
     for a, (b, part) in finished.items():
@@ -330,7 +332,7 @@ def test_a_solve_split_over_threads_gives_the_one_calls_figures(monkeypatch: pyt
             assert np.array_equal(got, whole_answer[a:b])
     rows = np.take(inputs.rows, idx, axis=1)
     rows[costmodel.KERNEL_INPUTS.index("per_replica")] = 50.0 / replicas
-    alone = _serve_kernel(MODES["concurrency"], inputs.moe[idx], *rows)
+    alone = kernel(MODES["concurrency"], inputs.moe[idx], rows)
     for got, want in zip(picked, alone, strict=True):
         assert len(got) == len(idx) and np.array_equal(got, want)
 
@@ -349,15 +351,15 @@ def test_a_containers_cpu_limit_is_read_from_its_cgroup(tmp_path: Any, files: di
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    assert costmodel.cgroup_cpus(tmp_path) == cpus
+    assert cpu_pool.cgroup_cpus(tmp_path) == cpus
 
 
 def test_usable_cores_are_the_affinity_within_the_cpu_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    cores = costmodel.usable_cores()
-    monkeypatch.setattr(costmodel, "cgroup_cpus", lambda: 0.5)      # half a CPU: one thread still
-    assert costmodel.usable_cores() == 1
-    monkeypatch.setattr(costmodel, "cgroup_cpus", lambda: 1000.0)   # a limit above the cores: the cores
-    assert costmodel.usable_cores() == cores >= 1
+    cores = cpu_pool.usable_cores()
+    monkeypatch.setattr(cpu_pool, "cgroup_cpus", lambda: 0.5)      # half a CPU: one thread still
+    assert cpu_pool.usable_cores() == 1
+    monkeypatch.setattr(cpu_pool, "cgroup_cpus", lambda: 1000.0)   # a limit above the cores: the cores
+    assert cpu_pool.usable_cores() == cores >= 1
 
 
 def test_one_client_at_long_context_decodes_at_weights_plus_kv_over_bandwidth() -> None:

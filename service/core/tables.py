@@ -1,0 +1,132 @@
+"""Catalog facts as arrays: one row per model, GPU and dtype, gathered once (``build_tables``).
+
+Candidates (candidates.py) hold integer indices into these rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpu_catalog.loader import Catalog
+from gpu_catalog.schema import CostConstants
+from service.core.architecture import arch_numbers
+from service.core.types import B_, I_, F
+from service.units import GB_BYTES, GIB_BYTES, MB_BYTES
+
+COMPUTE_DTYPES = ("fp16", "bf16", "fp8", "int8", "fp4")
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Catalog facts as arrays, indexed by position in the id lists."""
+
+    model_ids: list[str]
+    gpu_ids: list[str]
+    wdtype_ids: list[str]
+    kvdtype_ids: list[str]
+    # models
+    layers: F
+    hidden: F
+    heads: F
+    kv_heads: F
+    head_dim: F
+    attn_dims: F                # qk + v per-head dimensions
+    vocab: F
+    linear_params: F            # all non-embedding weights, elements
+    active_linear_params: F     # non-embedding weights one token uses
+    expert_params: F            # routed experts (part of linear_params)
+    lm_head_params: F
+    embedding_params: F         # input embedding + untied LM head, stored in 16 bits
+    num_experts: F
+    experts_per_token: F
+    mlp_width: F                # MLP intermediate elements one token materialises
+    kv_elems_per_layer: F       # K+V elements per token per full-attention layer (whole model)
+    is_mla: B_
+    full_layers: F
+    window_layers: F
+    window_tokens: F            # 0 = no window
+    max_context_tok: F
+    # GPUs
+    mem_bytes: F
+    bw_bytes_s: F
+    flops: F                    # (gpu, compute dtype) dense FLOPS; 0 = no tensor path
+    link_bytes_s: F             # one-direction GPU-GPU bandwidth
+    gpus_per_node: F
+    price_usd_per_gpu_hour: F   # NaN where the catalog has no price
+    # dtypes
+    w_bits: F
+    w_native_compute: I_        # index into COMPUTE_DTYPES
+    w_fallback_compute: I_      # -1 = none
+    kv_bits: F
+    # constants
+    other_overhead_bytes: float
+    nccl_bytes_by_tp: dict[int, float]
+    act_bytes: float
+    logits_bytes: float
+
+    def index(self) -> dict[str, dict[str, int]]:
+        return {"model": {m: i for i, m in enumerate(self.model_ids)},
+                "gpu": {g: i for i, g in enumerate(self.gpu_ids)},
+                "wdtype": {d: i for i, d in enumerate(self.wdtype_ids)},
+                "kvdtype": {d: i for i, d in enumerate(self.kvdtype_ids)}}
+
+
+def build_tables(catalog: Catalog, constants: CostConstants, extra_models: list[Any] | None = None) -> Tables:
+    """Gather the catalog (and any inline model specs) into arrays, once."""
+    models = [*catalog.models, *(extra_models or [])]
+    a = [arch_numbers(m) for m in models]
+
+    def arr(values: list[float]) -> F:
+        return np.asarray(values, dtype=np.float64)
+
+    mlp = []
+    for m in models:
+        if m.num_experts and m.experts_per_token:
+            width = (m.moe_intermediate_size or m.intermediate_size) * (
+                m.experts_per_token + (m.num_shared_experts or 0))
+        else:
+            width = m.intermediate_size
+        mlp.append(float(width))
+    flops = np.zeros((len(catalog.gpus), len(COMPUTE_DTYPES)))
+    for gi, g in enumerate(catalog.gpus):
+        for di, d in enumerate(COMPUTE_DTYPES):
+            flops[gi, di] = (g.dense_tflops.get(d) or 0.0) * 1e12  # type: ignore[call-overload]
+        if flops[gi, 1] == 0:       # no BF16 tensor path (Volta, Turing): engines run BF16 models in FP16
+            flops[gi, 1] = flops[gi, 0]
+    cidx = {d: i for i, d in enumerate(COMPUTE_DTYPES)}
+    mem = constants.memory
+    return Tables(
+        model_ids=[m.id for m in models], gpu_ids=[g.id for g in catalog.gpus],
+        wdtype_ids=[d.id for d in catalog.weight_dtypes], kvdtype_ids=[d.id for d in catalog.kv_dtypes],
+        layers=arr([x.num_layers for x in a]), hidden=arr([x.hidden_size for x in a]),
+        heads=arr([x.num_attention_heads for x in a]), kv_heads=arr([x.num_kv_heads for x in a]),
+        head_dim=arr([x.head_dim for x in a]), attn_dims=arr([x.attn_qk_dim + x.attn_v_dim for x in a]),
+        vocab=arr([m.vocab_size for m in models]),
+        linear_params=arr([max(x.total_params - x.embedding_params, 0.5 * x.total_params) for x in a]),
+        active_linear_params=arr([max(x.active_params - x.embedding_params, 0.5 * x.active_params) for x in a]),
+        expert_params=arr([x.expert_params for x in a]), lm_head_params=arr([x.lm_head_params for x in a]),
+        embedding_params=arr([min(x.embedding_params, 0.5 * x.total_params) for x in a]),
+        num_experts=arr([x.num_experts for x in a]), experts_per_token=arr([x.experts_per_token for x in a]),
+        mlp_width=arr(mlp), kv_elems_per_layer=arr([x.kv_elems_per_token_per_layer for x in a]),
+        is_mla=np.asarray([x.is_mla for x in a]), full_layers=arr([x.full_attn_layers for x in a]),
+        window_layers=arr([x.window_layers for x in a]), window_tokens=arr([x.window_tokens for x in a]),
+        max_context_tok=arr([x.max_context_tokens for x in a]),
+        mem_bytes=arr([g.memory_gb * GB_BYTES for g in catalog.gpus]),
+        bw_bytes_s=arr([g.memory_bw_gb_s * GB_BYTES for g in catalog.gpus]),
+        flops=flops,
+        link_bytes_s=arr([g.interconnect_bw_gb_s_bidir / 2 * GB_BYTES for g in catalog.gpus]),
+        gpus_per_node=arr([g.max_gpus_per_node for g in catalog.gpus]),
+        price_usd_per_gpu_hour=arr([g.price_usd_per_gpu_hour if g.price_usd_per_gpu_hour else np.nan
+                                    for g in catalog.gpus]),
+        w_bits=arr([d.bits_per_weight for d in catalog.weight_dtypes]),
+        w_native_compute=np.asarray([cidx[d.native_compute] for d in catalog.weight_dtypes], dtype=np.int64),
+        w_fallback_compute=np.asarray([cidx[d.fallback_compute] if d.fallback_compute else -1
+                                       for d in catalog.weight_dtypes], dtype=np.int64),
+        kv_bits=arr([d.bits_per_element for d in catalog.kv_dtypes]),
+        other_overhead_bytes=mem.other_overhead_gib * GIB_BYTES,
+        nccl_bytes_by_tp={int(k): v * MB_BYTES for k, v in mem.nccl_mb_by_tp.items()},
+        act_bytes=float(mem.activation_bytes_per_element), logits_bytes=float(mem.logits_bytes_per_element),
+    )
