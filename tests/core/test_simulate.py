@@ -26,7 +26,8 @@ from service.core.costmodel import (
     static_terms,
     step_model,
 )
-from service.core.scheduler import _loop, warm_up
+from service.core.sim_kernel import loop as _loop
+from service.core.sim_kernel import warm_up
 from service.core.simulate import (
     CTX_GRID_POINTS,
     QUANTILES,
