@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 # fits well within it, and a refit cut short is rolled back and run by the next start.
 REFIT_DRAIN_S = 30.0
 # Modules whose numba kernels a worker compiles (or loads from the cache) before CPU-heavy requests.
-KERNEL_MODULES = ("service.core.serve_kernel", "service.core.sim_kernel", "service.core.search")
+KERNEL_MODULES = ("service.core.serve_kernel", "service.core.sim_kernel", "service.core.ranking")
 
 
 class Lifecycle:

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpu_catalog.schema import ModelSpec
-from service.core import search as ranking
+from service.core import ranking
 from service.prediction.advisor import Advisor
 from service.prediction.analytic import Analysed, Analyses, analyse
 from service.prediction.simulation import SimMemo

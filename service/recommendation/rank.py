@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from service.core import search as ranking
+from service.core import ranking
 from service.recommendation.scenarios import SLA_METRICS, Applied
 from service.recommendation.search import Scored, meets_sla
 from service.schemas.recommendations import ParetoPoint

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpu_catalog.schema import ModelSpec
-from service.core import search as ranking
+from service.core import ranking
 from service.prediction.simulation import SimMemo
 from service.recommendation import verify
 from service.recommendation.offer import deployment, more_replicas, predicted_against

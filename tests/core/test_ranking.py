@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.core.search import _sweep, best_per_group, first_per_group, pareto_front, rank_order, warm_up
+from service.core.ranking import _sweep, best_per_group, first_per_group, pareto_front, rank_order, warm_up
 
 
 def pareto_by_definition(minimise: np.ndarray) -> np.ndarray:

@@ -14,7 +14,8 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-F = NDArray[np.float64]
+from service.core.types import F
+
 # ``first_per_group`` indexes group ids directly (no sort) when they are non-negative integers below this
 # many per row: the table it fills then stays within a small multiple of the rows.
 DENSE_GROUPS_PER_ROW = 4
