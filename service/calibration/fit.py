@@ -27,8 +27,8 @@ from service.core.calibration import (
     prepare,
     with_anchors,
 )
+from service.core.calibration.refit import refit_segments
 from service.core.costmodel import Tables
-from service.core.refit import refit_segments
 from service.db.models import Calibration as CalibrationRow
 from service.db.session import transaction
 from service.repository import calibrations as repo
@@ -99,7 +99,7 @@ class Refit:
 def refit_and_store(session: Session, tables: Tables, ms: MeasurementSet, constants: CostConstants,
                     new_row_ids: Collection[str]) -> Refit:
     """A new calibration version after rows ``new_row_ids`` were added to the measurements ``ms``: the segments
-    holding them refitted on top of the newest stored version (service/core/refit.py); a full fit when none
+    holding them refitted on top of the newest stored version (service/core/calibration/refit.py); a full fit when none
     is stored yet."""
     new_keys = [k for k, rid in zip(ms.keys, ms.row_ids, strict=True) if rid in new_row_ids]
     if not new_keys:

@@ -20,8 +20,8 @@ from service.core.calibration import (
     prepare,
     segment_key,
 )
+from service.core.calibration.refit import REFIT_LEVELS, refit_segments
 from service.core.costmodel import build_tables
-from service.core.refit import REFIT_LEVELS, refit_segments
 
 CATALOG = load_catalog()
 CONSTANTS = load_cost_constants()

@@ -1,6 +1,6 @@
 """Refit of the segments that new measurements fall in, leaving every other segment as it was.
 
-A full fit (``calibration.fit``) solves each level's segments in one least-squares problem whose stopping point
+A full fit (``fit.fit``) solves each level's segments in one least-squares problem whose stopping point
 moves with any change of its rows: adding one measurement of vLLM on an H100 shifts the fitted parameters of
 TensorRT-LLM on an A100 by a percent or two, which is the optimiser's tolerance, not information. After users
 add measurements, only the segments holding them are refitted:
@@ -28,18 +28,9 @@ from typing import Any
 import numpy as np
 
 from gpu_catalog.schema import CostConstants
-from service.core.calibration import (
-    HARDWARE_PARAMS,
-    LEVELS,
-    Calibration,
-    LevelFit,
-    MeasurementSet,
-    _bounds,
-    _fit_level,
-    _latency_support,
-    _store,
-    segment_key,
-)
+from service.core.calibration.fit import LevelFit, _bounds, _fit_level, _latency_support, _store
+from service.core.calibration.measurements import MeasurementSet
+from service.core.calibration.segments import HARDWARE_PARAMS, LEVELS, Calibration, segment_key
 from service.core.candidates import PARAM_NAMES
 from service.core.tables import Tables
 
