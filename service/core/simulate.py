@@ -27,11 +27,10 @@ The scheduler (vLLM V1 ``Scheduler.schedule``; TensorRT-LLM's in-flight batching
   ends), or all at once (offline). The fitted front-end time (``ttft_fixed_s``: HTTP, tokenisation) delays
   each request's arrival at the scheduler and counts in its TTFT and E2E.
 
-Speed: the loop (service/core/scheduler.py) advances a run of identical steps in one move, with decode
+Speed: the loop (service/core/sim_kernel.py) advances a run of identical steps in one move, with decode
 step times from a table of the step model over batch sizes and a grid of contexts; it turns only at events
-(two or three per request), and is compiled by numba, as is the step table: benchmarks/sim_speed.py measured
-1,299,972 simulated requests/s, 1.8 ms per 2000-request configuration (588,702/s, 4.1 ms, with the step
-table in numpy and every fixed-length prompt priced apart, in the same stretch of the 2-core machine).
+(two or three per request), and is compiled by numba, as is the step table, because a recommendation
+simulates several candidates of thousands of requests each (benchmarks/sim_speed.py measures it).
 
 Steady state: closed loops drop the first wave of clients and a tenth of the requests as warm-up; Poisson
 runs drop a tenth; arrivals continue after the measured requests until they all finish. Offline runs
@@ -166,7 +165,7 @@ def _interpolation(n: int) -> tuple[NDArray[np.int64], NDArray[np.int64], F]:
 
 def _linear_quantiles(x: F) -> list[float]:
     """``np.percentile(x, 100 * QUANTILES)`` (its default linear method, equal to rounding) from one sort and
-    four interpolations; numpy's general routine costs ~0.3 ms a call, and a simulation makes five."""
+    four interpolations; numpy's general routine does far more work per call, and a simulation makes five."""
     xs = np.sort(x)
     below, above, gamma = _interpolation(len(xs))
     lo = xs[below]
@@ -286,7 +285,7 @@ def simulate(rep: Replica, load: Load, compiled: bool = True) -> SimResult:
         total = warm + n_meas + max(int(n_meas * COOLDOWN_SUPPLY), 2 * clients)
     # independent streams, so that a change of rate leaves the lengths alone (common random numbers)
     s_in, s_out, s_arr = np.random.SeedSequence(load.seed).spawn(3)
-    # (a generator costs ~25 us to seed: fixed lengths, which draw nothing, go without)
+    # (seeding a generator is not free: fixed lengths, which draw nothing, go without)
     isl = load.input.sample(None if load.input.fixed else np.random.default_rng(s_in), total)
     osl = load.output.sample(None if load.output.fixed else np.random.default_rng(s_out), total)
     max_len = max(rep.max_model_len, 2)
