@@ -43,7 +43,7 @@ from service.core.simulate import (
     simulate,
     table_grid,
 )
-from tests.core.test_costmodel import PARAMS, TABLES, cand
+from tests.core.support import PARAMS, TABLES, cand
 
 METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s")
 STATS = ("mean", "p50", "p90", "p95", "p99")

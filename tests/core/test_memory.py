@@ -1,0 +1,79 @@
+"""Memory per GPU, hand-computed from the catalog's figures (service/core/memory.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from service.core.costmodel import (
+    BUDGET_SHARE_OF_FREE,
+    BUDGET_SHARE_OF_TOTAL,
+)
+from tests.core.support import (
+    EMBED,
+    LINEAR,
+    cand,
+    run,
+)
+
+
+@pytest.mark.parametrize(("wd", "expected_bytes"), [
+    ("bf16", 8.03e9 * 2),                                   # 16.06 GB
+    ("fp8", LINEAR * 1 + EMBED * 2),                        # 9.08 GB
+    ("int4-awq", LINEAR * 4.15625 / 8 + EMBED * 2),         # 5.73 GB
+])
+def test_llama_31_8b_weights_by_dtype(wd: str, expected_bytes: float) -> None:
+    r = run(cand("meta-llama/Llama-3.1-8B", "h100-sxm", wd=wd))
+    assert r.weights_bytes[0] == pytest.approx(expected_bytes, rel=1e-9)
+
+
+def test_llama_31_70b_kv_per_token_through_the_model() -> None:
+    # 2 x 80 layers x 8 KV heads x 128 x 2 B = 327,680 B per token on one GPU; TP=2 halves the heads per GPU
+    one = run(cand("meta-llama/Llama-3.1-70B", "h200-sxm", isl=1000, osl=24))
+    two = run(cand("meta-llama/Llama-3.1-70B", "h200-sxm", tp=2, isl=1000, osl=24))
+    assert one.kv_bytes_per_seq[0] == 327_680 * 1024
+    assert two.kv_bytes_per_seq[0] == 327_680 * 1024 / 2
+
+
+def test_kv_heads_are_replicated_when_tp_exceeds_them() -> None:
+    # 8 KV heads over TP=16 cannot split further: each GPU keeps one whole head (1/8 of the total)
+    r = run(cand("meta-llama/Llama-3.1-70B", "h100-sxm", tp=16, isl=1000, osl=24))
+    assert r.kv_bytes_per_seq[0] == 327_680 * 1024 / 8
+
+
+def test_deepseek_v3_mla_latent_is_not_split_by_tp() -> None:
+    # 61 x (512 + 64) x 2 B = 70,272 B per token, on every TP rank
+    r = run(cand("deepseek-ai/DeepSeek-V3", "h200-sxm", wd="fp8", tp=8, isl=1000, osl=24))
+    assert r.kv_bytes_per_seq[0] == 70_272 * 1024
+
+
+def test_llama_31_70b_bf16_needs_two_80gb_gpus() -> None:
+    # 141 GB of BF16 weights: more than one 80 GB GPU, about 70.5 GB each over TP=2 (with vLLM 0.34.0's
+    # default gpu_memory_utilization of 1.0, engines/vllm-0.34.0.yaml)
+    one = run(cand("meta-llama/Llama-3.1-70B", "h100-sxm", tp=1, frac=1.0))
+    two = run(cand("meta-llama/Llama-3.1-70B", "h100-sxm", tp=2, frac=1.0))
+    assert not one.fits[0]
+    assert one.weights_bytes[0] > 80e9
+    assert two.fits[0]
+    assert two.weights_bytes[0] == pytest.approx(70.55e9, rel=1e-9)
+
+
+def test_7b_on_one_a10_holds_far_more_4k_sequences_in_int4() -> None:
+    kw: dict[str, Any] = {"isl": 3072, "osl": 1024, "seqs": 1024, "tokens": 2048}
+    bf16 = run(cand("meta-llama/Llama-2-7b-hf", "a10", wd="bf16", **kw))
+    int4 = run(cand("meta-llama/Llama-2-7b-hf", "a10", wd="int4-awq", **kw))
+    assert int4.max_concurrency[0] >= 3 * max(bf16.max_concurrency[0], 1)
+    # 6.74e9 x 2 B = 13.5 GB of weights leave 24 x 0.9 - 13.5 - reserve ~ 4 GB for 4k x 512 KiB sequences
+    assert bf16.max_concurrency[0] <= 3
+
+
+def test_trtllm_budgets_a_share_of_free_memory_vllm_of_total() -> None:
+    vllm = run(cand("meta-llama/Llama-3.1-8B", "h100-sxm", frac=0.9, budget=BUDGET_SHARE_OF_TOTAL))
+    trt = run(cand("meta-llama/Llama-3.1-8B", "h100-sxm", frac=0.9, budget=BUDGET_SHARE_OF_FREE))
+    non_kv = vllm.weights_bytes[0] + vllm.activations_bytes[0] + vllm.overhead_bytes[0]
+    assert vllm.kv_cache_bytes[0] == pytest.approx(80e9 * 0.9 - non_kv)
+    assert trt.kv_cache_bytes[0] == pytest.approx((80e9 - non_kv) * 0.9)
+
+
+# --- physics as properties -----------------------------------------------------------------------
