@@ -1,4 +1,4 @@
-"""What the calibration fits (service/core/calibration.prepare) on real shipped rows: duplicates once, layouts the
+"""What the calibration fits (service/core/calibration/measurements.prepare) on real shipped rows: duplicates once, layouts the
 model does not represent out of the latency fit, the KV dtype a checkpoint decides, and runs whose stated load
 the modelled memory cannot hold without a queue the measurement does not show."""
 
