@@ -1,6 +1,6 @@
 """Held-out accuracy of the cost model on the stored measurements (not a test: it prints figures).
 
-The headline is leave-one-model-family-out on the latency rows (service/core/heldout.py): for each model
+The headline is leave-one-model-family-out on the latency rows (service/core/calibration/heldout.py): for each model
 family with TTFT/TPOT measurements, fit the calibration without that family and predict its rows; print the
 signed and absolute median % error of TTFT, TPOT and throughput per family x concurrency bucket (1, 2-8,
 9-64, >64), and check each one-client prediction against the datasheet floor.
@@ -33,8 +33,8 @@ from gpu_catalog.loader import SHIPPED_CSVS, Catalog, load_catalog, load_cost_co
 from gpu_catalog.schema import CostConstants
 from service.calibration.fit import FITTED_QUALITY
 from service.core.calibration import METRICS, MeasurementSet, cross_validate, prepare
+from service.core.calibration.heldout import family_table, floor_check, format_table, held_out_by_family
 from service.core.costmodel import Tables, build_tables
-from service.core.heldout import family_table, floor_check, format_table, held_out_by_family
 from service.db.session import make_engine, make_sessionmaker, transaction
 from service.repository.calibrations import measurement_rows
 from service.repository.catalog import read_catalog

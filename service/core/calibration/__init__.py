@@ -4,7 +4,8 @@
 * measurements.py: stored rows as arrays the cost model scores (``MeasurementSet``, ``prepare``)
 * predict.py: what a calibration predicts for measurements, and the anchors of users' measurements
 * fit.py: the fit, level by level (``fit``); refit.py: only the segments new rows fall in
-* errors.py: errors against measurements and the leave-one-source-out cross-validation
+* errors.py: errors against measurements and the leave-one-source-out cross-validation; heldout.py: the
+  accuracy report's held-out errors by model family and against the datasheet floor
 
 The names callers use are importable from the package itself.
 """

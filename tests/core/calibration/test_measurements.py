@@ -1,6 +1,6 @@
-"""What the calibration fits (service/core/calibration/measurements.prepare) on real shipped rows: duplicates once, layouts the
-model does not represent out of the latency fit, the KV dtype a checkpoint decides, and runs whose stated load
-the modelled memory cannot hold without a queue the measurement does not show."""
+"""What the calibration fits (service/core/calibration/measurements.prepare) on real shipped rows: duplicates
+once, layouts the model does not represent out of the latency fit, the KV dtype a checkpoint decides, and runs
+whose stated load the modelled memory cannot hold without a queue the measurement does not show."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The headline accuracy figures (service/core/heldout.py) on real shipped rows: signed and absolute medians per
-family x metric x concurrency bucket, and the one-client datasheet floor."""
+"""The headline accuracy figures (service/core/calibration/heldout.py) on real shipped rows: signed and
+absolute medians per family x metric x concurrency bucket, and the one-client datasheet floor."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from gpu_catalog.loader import PUBLISHED_CSV, load_catalog, load_cost_constants
 from service.core.calibration import MeasurementSet, fit, predict_metrics, prepare
+from service.core.calibration.heldout import bucket_labels, datasheet_floor, family_table, floor_check, latency_rows
 from service.core.costmodel import build_tables
-from service.core.heldout import bucket_labels, datasheet_floor, family_table, floor_check, latency_rows
 
 CATALOG = load_catalog()
 CONSTANTS = load_cost_constants()

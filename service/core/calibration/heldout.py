@@ -19,7 +19,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpu_catalog.schema import CostConstants
-from service.core.calibration import METRICS, MeasurementSet, fit, predict_measured
+from service.core.calibration.fit import fit
+from service.core.calibration.measurements import METRICS, MeasurementSet
+from service.core.calibration.predict import predict_measured
 from service.core.candidates import MODES
 from service.core.memory import static_terms
 from service.core.tables import Tables
