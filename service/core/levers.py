@@ -12,21 +12,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
-F64 = NDArray[np.float64]
+from service.core.types import F
+from service.units import GB_BYTES
+
 # Target-model time of one forward step carrying ``query_tok`` new tokens in total (summed over the batch).
-StepTimeFn = Callable[[F64], F64]
+StepTimeFn = Callable[[F], F]
 
 
-def _f64(x: ArrayLike) -> F64:
+def _f64(x: ArrayLike) -> F:
     return np.asarray(x, dtype=np.float64)
 
 
 # ---- speculative decoding -------------------------------------------------------------------------------
 
 
-def expected_tokens_per_step_tok(acceptance_rate: ArrayLike, num_speculative_tokens: ArrayLike) -> F64:
+def expected_tokens_per_step_tok(acceptance_rate: ArrayLike, num_speculative_tokens: ArrayLike) -> F:
     """Tokens one sequence emits per verify step: (1 - a^(k+1)) / (1 - a), which is k + 1 at a = 1.
 
     Draft token i is kept only if tokens 1..i-1 were, each with probability a; the step always adds the target
@@ -40,12 +42,12 @@ def expected_tokens_per_step_tok(acceptance_rate: ArrayLike, num_speculative_tok
     return np.where(near_one, k + 1.0, geometric)
 
 
-def verify_query_tok(batch_seqs: ArrayLike, num_speculative_tokens: ArrayLike) -> F64:
+def verify_query_tok(batch_seqs: ArrayLike, num_speculative_tokens: ArrayLike) -> F:
     """Tokens the target model processes in one verify step: each sequence's last token plus its k drafts."""
     return _f64(batch_seqs) * (_f64(num_speculative_tokens) + 1.0)
 
 
-def draft_time_per_step_s(draft_step_s: ArrayLike, num_speculative_tokens: ArrayLike) -> F64:
+def draft_time_per_step_s(draft_step_s: ArrayLike, num_speculative_tokens: ArrayLike) -> F:
     """Drafting time per verify step: k sequential draft forward passes (EAGLE heads, MTP modules, draft model).
 
     n-gram lookup runs on the CPU between steps: pass ``draft_step_s = 0`` for it.
@@ -55,12 +57,12 @@ def draft_time_per_step_s(draft_step_s: ArrayLike, num_speculative_tokens: Array
 
 @dataclass(frozen=True)
 class SpeculativeTiming:
-    tokens_per_step_tok: F64  # tokens each sequence emits per verify step
-    verify_step_s: F64  # target-model step over batch x (k + 1) tokens
-    draft_s: F64  # drafting time per verify step
-    tpot_s: F64  # time per output token with speculation
-    base_tpot_s: F64  # time per output token without it (one token per sequence per step)
-    speedup: F64  # base_tpot_s / tpot_s; <= 1 whenever acceptance is 0
+    tokens_per_step_tok: F  # tokens each sequence emits per verify step
+    verify_step_s: F  # target-model step over batch x (k + 1) tokens
+    draft_s: F  # drafting time per verify step
+    tpot_s: F  # time per output token with speculation
+    base_tpot_s: F  # time per output token without it (one token per sequence per step)
+    speedup: F  # base_tpot_s / tpot_s; <= 1 whenever acceptance is 0
 
 
 def speculative_tpot_s(
@@ -97,7 +99,7 @@ def speculative_tpot_s(
 # ---- prefix caching -------------------------------------------------------------------------------------
 
 
-def cached_prefix_tok(prompt_tok: ArrayLike, hit_rate: ArrayLike, block_tok: ArrayLike) -> F64:
+def cached_prefix_tok(prompt_tok: ArrayLike, hit_rate: ArrayLike, block_tok: ArrayLike) -> F:
     """Prompt tokens served from the prefix cache: the hit share, rounded down to whole KV blocks.
 
     Engines cache and match whole blocks only, and always compute at least the prompt's last token (its
@@ -109,7 +111,7 @@ def cached_prefix_tok(prompt_tok: ArrayLike, hit_rate: ArrayLike, block_tok: Arr
     return np.floor(np.maximum(hit_tok, 0.0) / block) * block
 
 
-def prefill_computed_tok(prompt_tok: ArrayLike, hit_rate: ArrayLike, block_tok: ArrayLike) -> F64:
+def prefill_computed_tok(prompt_tok: ArrayLike, hit_rate: ArrayLike, block_tok: ArrayLike) -> F:
     """Prompt tokens the prefill still computes: the prompt less its cached prefix (hit rate 0: all of it)."""
     return _f64(prompt_tok) - cached_prefix_tok(prompt_tok, hit_rate, block_tok)
 
@@ -120,7 +122,7 @@ def kv_blocks_per_seq(
     hit_rate: ArrayLike,
     block_tok: ArrayLike,
     seqs_sharing_prefix: ArrayLike,
-) -> F64:
+) -> F:
     """KV blocks one running sequence holds, shared prefix blocks split over the sequences that share them.
 
     A sequence needs ceil((prompt + output) / block) blocks; its cached prefix blocks are the same physical
@@ -134,34 +136,34 @@ def kv_blocks_per_seq(
     return total_blocks - shared_blocks + shared_blocks / sharing
 
 
-def host_prefix_load_s(cached_tok: ArrayLike, kv_bytes_per_tok: ArrayLike, host_link_bw_gb_s: ArrayLike) -> F64:
+def host_prefix_load_s(cached_tok: ArrayLike, kv_bytes_per_tok: ArrayLike, host_link_bw_gb_s: ArrayLike) -> F:
     """Time to bring a cached prefix's KV back from host memory (KV offload tier) over the host link.
 
     A hit on host-resident blocks pays this instead of recomputing the prefix; worth it while it is shorter
     than the prefill of those tokens.
     """
-    return _f64(cached_tok) * _f64(kv_bytes_per_tok) / (_f64(host_link_bw_gb_s) * 1e9)
+    return _f64(cached_tok) * _f64(kv_bytes_per_tok) / (_f64(host_link_bw_gb_s) * GB_BYTES)
 
 
 # ---- CPU weight offload ---------------------------------------------------------------------------------
 
 
-def offload_needed_bytes(required_bytes: ArrayLike, available_bytes: ArrayLike) -> F64:
+def offload_needed_bytes(required_bytes: ArrayLike, available_bytes: ArrayLike) -> F:
     """Weight bytes per GPU that must live in host memory for the rest to fit (0 when it already fits)."""
     return np.maximum(_f64(required_bytes) - _f64(available_bytes), 0.0)
 
 
-def offload_step_floor_s(offloaded_bytes: ArrayLike, host_link_bw_gb_s: ArrayLike) -> F64:
+def offload_step_floor_s(offloaded_bytes: ArrayLike, host_link_bw_gb_s: ArrayLike) -> F:
     """Shortest possible step with offloaded weights: every forward pass streams them over the host link.
 
     ``host_link_bw_gb_s`` is the link's bandwidth in the host-to-GPU direction (levers.yaml host_links).
     """
-    return _f64(offloaded_bytes) / (_f64(host_link_bw_gb_s) * 1e9)
+    return _f64(offloaded_bytes) / (_f64(host_link_bw_gb_s) * GB_BYTES)
 
 
 def offloaded_step_s(
     step_s: ArrayLike, offloaded_bytes: ArrayLike, host_link_bw_gb_s: ArrayLike, overlapped: ArrayLike
-) -> F64:
+) -> F:
     """Step time with offloaded weights: the transfer added to the step, or hidden behind it when prefetched.
 
     The offloaded weights are still read from GPU memory once copied in, so the on-GPU step is unchanged;

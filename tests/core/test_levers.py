@@ -8,7 +8,6 @@ import pytest
 from gpu_catalog.levers import load_levers, mean_accepted_length_tok
 from gpu_catalog.loader import load_catalog
 from service.core.levers import (
-    F64,
     cached_prefix_tok,
     draft_time_per_step_s,
     expected_tokens_per_step_tok,
@@ -21,13 +20,14 @@ from service.core.levers import (
     speculative_tpot_s,
     verify_query_tok,
 )
+from service.core.types import F
 
 # A roofline step: 10 ms to read the weights once, 0.1 ms of compute per token in the step.
 WEIGHTS_READ_S = 0.010
 COMPUTE_PER_TOK_S = 0.0001
 
 
-def roofline_step_s(query_tok: F64) -> F64:
+def roofline_step_s(query_tok: F) -> F:
     return np.maximum(WEIGHTS_READ_S, query_tok * COMPUTE_PER_TOK_S)
 
 
@@ -104,7 +104,7 @@ def test_acceptance_zero_never_helps() -> None:
 
 def test_acceptance_zero_never_helps_with_a_non_monotone_step_time() -> None:
     # A fitted step time that dips for larger steps must not make 4 tokens cheaper than 1.
-    def dipping_step_s(query_tok: F64) -> F64:
+    def dipping_step_s(query_tok: F) -> F:
         return np.where(query_tok <= 1.0, 0.010, 0.009)
 
     t = speculative_tpot_s(dipping_step_s, 1, 0.0, 3, 0.0)
