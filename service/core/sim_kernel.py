@@ -148,6 +148,41 @@ def _finish(rid: int, t: float, total: int, r_next: I_, r_prev: I_, in_run: Any,
     return reserved, done_meas, done_window, tok_in, a_tail, next_rid
 
 
+@njit(cache=True)
+def _next_last_step(heap: Any, epoch: I_) -> int:
+    """The step of the next decoding sequence's last token: the top of the completion heap, once the entries of
+    preempted sequences (an older epoch) are dropped."""
+    while epoch[heap[0][1]] != heap[0][2]:
+        heapq.heappop(heap)
+    return int(heap[0][0])
+
+
+@njit(cache=True)
+def _until_arrival(wait_s: float, d_first: float, d_last: float, kk: int) -> tuple[int, float]:
+    """A run of ``kk`` decode steps whose times rise linearly from ``d_first`` to ``d_last``, cut at the first
+    step that ends after ``wait_s`` (when the next arrival could be admitted): its steps and last step time."""
+    slope = (d_last - d_first) / (kk - 1) if kk > 1 else 0.0
+    if slope > 1e-12 * d_first:
+        half = 0.5 * slope
+        lin = d_first - half
+        m = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * half * wait_s)) / (2.0 * half) - 1e-9)
+    else:
+        m = math.ceil(wait_s / d_first - 1e-9)
+    if m < kk:
+        kk = m if m > 1 else 1
+        d_last = d_first + slope * (kk - 1)
+    return kk, d_last
+
+
+@njit(cache=True)
+def _prefill_only_s(compute_s: float, tokens: int, k: F) -> float:
+    """A step that only prefills ``tokens`` prompt tokens whose compute takes ``compute_s`` (StepModel.prefill_only_s,
+    without the step overhead)."""
+    pp = k[K_PP]
+    return (smooth_max_f(compute_s, k[K_WEIGHTS_READ_S]) + k[K_COMM_PER_TOK_S] * tokens + k[K_AR_LATENCY_S]
+            + k[K_PP_HANDOFF_S] + (pp - 1.0) * tokens * k[K_AR_BYTES_TOK] / k[K_LINK_BYTES_S])
+
+
 @njit(cache=True, nogil=True)
 def loop(tok: I_, cost: F, arrival_s: F, arrival_rid: I_, table: F, k: F, lim: I_) -> Any:
     """Run one replica's scheduler until every measured request has finished. ``tok``: prompt and output tokens
@@ -164,8 +199,6 @@ def loop(tok: I_, cost: F, arrival_s: F, arrival_rid: I_, table: F, k: F, lim: I
     u_lo, inv_du = k[K_TABLE_U_LO], k[K_TABLE_INV_DU]
     full_l, win_l, win = k[K_TABLE_FULL_LAYERS], k[K_TABLE_WINDOW_LAYERS], k[K_TABLE_WINDOW_TOK]
     moe, log_miss, expert_s, pp = k[K_MOE] > 0.0, k[K_LOG_MISS], k[K_EXPERT_S], k[K_PP]
-    comm_tok, weights_read_s, ar_latency_s = k[K_COMM_PER_TOK_S], k[K_WEIGHTS_READ_S], k[K_AR_LATENCY_S]
-    pp_handoff_s, ar_bytes_tok, link_bytes_s = k[K_PP_HANDOFF_S], k[K_AR_BYTES_TOK], k[K_LINK_BYTES_S]
     top_k = table.shape[1] - 2
     total = len(in_tok)
     n_meas = end_meas - first_meas
@@ -345,42 +378,25 @@ def loop(tok: I_, cost: F, arrival_s: F, arrival_rid: I_, table: F, k: F, lim: I
                 d_first += carry
                 d_last = d_first
                 if run_n > 1:
-                    while epoch[heap[0][1]] != heap[0][2]:
-                        heapq.heappop(heap)
-                    kk = min(run_n, heap[0][0] - g + 1)
+                    kk = min(run_n, _next_last_step(heap, epoch) - g + 1)
                     if kk > 1:
                         d_last = _step_at(table, b, ctx0 + (kk - 1), full_l, win_l, win, u_lo, inv_du, top_k) + carry
             elif preempted:
                 d_last = d_first
             else:
-                while epoch[heap[0][1]] != heap[0][2]:
-                    heapq.heappop(heap)
-                kk = heap[0][0] - g + 1
+                kk = _next_last_step(heap, epoch) - g + 1
                 if not reserve:
                     kk = max(min(kk, int((cap - d0 - b * g - pkv) // b)), 1)
                 d_last = d_first
                 if kk > 1:
                     d_last = _step_at(table, b, ctx0 + (kk - 1), full_l, win_l, win, u_lo, inv_du, top_k)
                 if a_head < a_tail and w_len == 0 and n_running < max_run:
-                    # stop where the next arrival could be admitted: the first step ending after it
-                    wait = arr_t[a_head] - t
-                    slope = (d_last - d_first) / (kk - 1) if kk > 1 else 0.0
-                    if slope > 1e-12 * d_first:
-                        half = 0.5 * slope
-                        lin = d_first - half
-                        m = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * half * wait)) / (2.0 * half) - 1e-9)
-                    else:
-                        m = math.ceil(wait / d_first - 1e-9)
-                    if m < kk:
-                        kk = m if m > 1 else 1
-                        d_last = d_first + slope * (kk - 1)
+                    kk, d_last = _until_arrival(arr_t[a_head] - t, d_first, d_last, kk)
             dur = 0.5 * (d_first + d_last) * kk
         elif n_ch == 1 and p_tok == pf_len[ch_rid[0]] and p_tok == in_tok[ch_rid[0]]:
             dur = ALONE[ch_rid[0]]
         else:
-            # a step that only prefills (StepModel.prefill_only_s) plus the step overhead
-            dur = (smooth_max_f(p_comp, weights_read_s) + comm_tok * p_tok + ar_latency_s + pp_handoff_s
-                   + (pp - 1.0) * p_tok * ar_bytes_tok / link_bytes_s) + overhead_s
+            dur = _prefill_only_s(p_comp, p_tok, k) + overhead_s
             if run_n > 1:
                 kk = run_n
                 dur *= kk
