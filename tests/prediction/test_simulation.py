@@ -10,7 +10,7 @@ import numpy as np
 from service.core.costmodel import Params, static_terms
 from service.prediction.simulation import MAX_SIM_CLIENTS_PER_REPLICA, SimMemo, simulate_deployment, skip_reason
 from service.schemas.predictions import Deployment, SimulationOptions, Workload
-from tests.core.test_costmodel import PARAMS, TABLES, cand
+from tests.core.support import PARAMS, TABLES, cand
 
 
 def test_a_requests_simulations_are_shared_only_where_every_input_is_the_same() -> None:
