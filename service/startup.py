@@ -26,11 +26,11 @@ from service.calibration.fit import fit_and_store, measurement_set, run_cross_va
 from service.calibration.ingest_refit import RefitThread
 from service.calibration.jobs import CrossValidationProcess
 from service.calibration.state import CalibrationState
-from service.core import launch
 from service.core.calibration import data_fingerprint
 from service.core.costmodel import build_tables
 from service.db import migrate
 from service.db.session import make_engine, make_sessionmaker, transaction
+from service.engines import vocabulary
 from service.repository import calibrations as cal_repo
 from service.repository.catalog import read_catalog, stored_hash, sync_catalog
 from service.repository.measurements import relink_models, sync_published
@@ -118,7 +118,7 @@ def build_state(settings: Settings, done: Callable[[str], None] = lambda step: N
     constants = load_cost_constants()
     calibration, needs_cv = ensure_calibration(engine, sessions, catalog, constants, settings)
     t_vocab = time.perf_counter()
-    log.info("%d engine vocabularies read in %.2f s", launch.warm_up(), time.perf_counter() - t_vocab)
+    log.info("%d engine vocabularies read in %.2f s", vocabulary.warm_up(), time.perf_counter() - t_vocab)
     state = AppState(settings=settings, engine=engine, sessions=sessions, catalog=catalog, constants=constants,
                      serving=Serving.build(catalog, constants, calibration))
     if settings.calibration_cv == "background":

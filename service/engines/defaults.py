@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gpu_catalog.loader import DATA_DIR
 from gpu_catalog.schema import CostConstants, GpuSpec
-from service.core.costmodel import BUDGET_SHARE_OF_FREE, BUDGET_SHARE_OF_TOTAL
+from service.core.candidates import BUDGET_SHARE_OF_FREE, BUDGET_SHARE_OF_TOTAL
 from service.engines.registry import engine_for
 from service.engines.vocabulary import version_tuple, vocab_version_for, vocabulary
 

@@ -11,12 +11,12 @@ import re
 from typing import Any
 
 from gpu_catalog.schema import GpuSpec
-from service.core.costmodel import GB_BYTES, GIB_BYTES
 from service.engines import llm_compressor
 from service.engines.base import Argv, Context, LaunchSpec, Rendered, Replicas, dtype16, expert_parallel, name_tokens
 from service.engines.checkpoints import Checkpoint
 from service.engines.errors import LaunchError
 from service.engines.vocabulary import Vocabulary
+from service.units import GB_BYTES, GIB_BYTES
 
 # vLLM leaves --enable-chunked-prefill / --enable-prefix-caching at None and decides at start-up; for
 # generate models both resolve to True (vllm-0.11.0.yaml defaults_by_device.adjustments).

@@ -16,7 +16,7 @@ from gpu_catalog.schema import CostConstants, GpuSpec, ModelSpec
 from service.calibration.state import CalibrationState
 from service.core.calibration import Calibration
 from service.core.costmodel import PARAM_NAMES, Params, Tables, build_tables
-from service.core.engine_defaults import EngineDefaults, resolve
+from service.engines.defaults import EngineDefaults, resolve
 from service.prediction import analytic, predictor, validate
 from service.schemas.predictions import Deployment, InlineModel, PredictionRequest, PredictionResponse, Workload
 

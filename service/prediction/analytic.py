@@ -12,8 +12,8 @@ import numpy as np
 from gpu_catalog.schema import ModelSpec
 from service.core.calibration import calibration_engine, model_class
 from service.core.costmodel import MODES, Candidates, Params, Result, Static, serve, static_terms, take_rows
-from service.core.engine_defaults import is_current
 from service.core.residuals import corrected, correction
+from service.engines.defaults import is_current
 from service.prediction.launch_settings import settings_for
 from service.schemas.predictions import Deployment, Predicted, Workload
 from service.units import MS_PER_S

@@ -28,8 +28,8 @@ from service.core.costmodel import (
     static_terms,
     step_model,
 )
-from service.core.engine_defaults import is_current
 from service.core.residuals import Correction, correction
+from service.engines.defaults import is_current
 from service.errors import InvalidRequest
 from service.schemas.predictions import Workload
 

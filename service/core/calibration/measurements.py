@@ -18,10 +18,10 @@ from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
 from service.core.calibration.segments import MODELLED_ENGINES, calibration_engine, model_class
 from service.core.candidates import MODES, Candidates
-from service.core.engine_defaults import is_current, resolve
 from service.core.memory import ASSUMED_REQUESTS_PER_CLIENT, static_terms
 from service.core.tables import Tables
 from service.core.types import F
+from service.engines.defaults import is_current, resolve
 
 CENTRAL_STATS = ("mean", "median", "p50", "single", "batch_prefill")
 METRICS = ("throughput", "ttft", "tpot")
