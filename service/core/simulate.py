@@ -10,7 +10,7 @@ The scheduler (vLLM V1 ``Scheduler.schedule``; TensorRT-LLM's in-flight batching
 * Each step first gives one token to every running sequence that is decoding (decode-first), then spends
   what is left of the token budget (``max_num_batched_tokens``) on prompts: partially prefilled ones in
   admission order, then waiting requests first-come first-served, while fewer than ``max_num_seqs`` run.
-  With chunked prefill (vLLM V1 always; for TensorRT-LLM see service/simulation.py) a prompt is cut to
+  With chunked prefill (vLLM V1 always; for TensorRT-LLM see service/prediction/simulation.py) a prompt is cut to
   the budget left; without it a prompt waits for a step with room for all of it.
 * KV cache (vLLM): a request holds KV for the tokens computed so far, allocated as it goes; when a step's
   tokens do not fit, the newest running request is preempted (its KV freed, recomputed from scratch later,
@@ -140,7 +140,7 @@ def replica(static: Static, params: Params, i: int, *, chunked_prefill: bool = T
             reserve_full: bool = False) -> Replica:
     """Candidate ``i`` of ``static`` under ``params`` (per-candidate arrays or scalars) as a simulated replica."""
     idx = np.asarray([i])
-    alone = len(static.isl) == 1          # already one candidate's (Advisor.predict's): taken as it is
+    alone = len(static.isl) == 1          # already one candidate's (a single prediction's): taken as it is
     s = static if alone else take_rows(static, idx)
     p = Params(*(np.atleast_1d(np.asarray(v, dtype=np.float64))[idx if np.ndim(v) and not alone else [0]]
                  for v in (getattr(params, f) for f in Params.__dataclass_fields__)))

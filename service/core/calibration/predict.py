@@ -50,7 +50,7 @@ def with_anchors(tables: Tables, ms: MeasurementSet, cal: Calibration) -> Calibr
 
 def _simulated_means(static: Static, params: Params, i: int, engine: str, thr_is_total: bool) -> F | None:
     """Row ``i``'s throughput, mean TTFT and mean TPOT (s) as POST /v1/predictions simulates its steady state
-    by default (service/simulation.py: one replica at its share of the load, 1,000 requests, seed 0, fixed
+    by default (service/prediction/simulation.py: one replica at its share of the load, 1,000 requests, seed 0, fixed
     lengths; vLLM reserves KV as tokens are computed, TensorRT-LLM for the whole sequence); None for a mode
     predictions do not simulate that way (offline, static batch)."""
     mode, reps = int(static.mode[i]), max(float(static.replicas[i]), 1.0)
