@@ -9,13 +9,17 @@ docs/levers.md derives each formula and says where it enters the step model, the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from service.core.types import F
 from service.units import GB_BYTES
+
+if TYPE_CHECKING:
+    from service.core.step_model import StepModel
 
 # Target-model time of one forward step carrying ``query_tok`` new tokens in total (summed over the batch).
 StepTimeFn = Callable[[F], F]
@@ -173,3 +177,67 @@ def offloaded_step_s(
     step = _f64(step_s)
     floor = offload_step_floor_s(offloaded_bytes, host_link_bw_gb_s)
     return np.where(np.asarray(overlapped, dtype=bool), np.maximum(step, floor), step + floor)
+
+
+# ---- the levers in the step model ---------------------------------------------------------------------------
+
+
+def prefix_cached_prefill_tok_s(sm: StepModel, prompt_tok: ArrayLike) -> F:
+    """``StepModel.prefill_tok_s`` with the prefix cache: the time per prompt token of a ``prompt_tok``-token
+    prompt whose cached prefix is not computed. Linear FLOPs and all-reduces scale with the computed tokens;
+    the computed suffix still attends over the whole prompt (causal), so attention is attn(prompt) -
+    attn(cached). Cached tokens are whole tokens (engines match whole KV blocks: at most a block per prompt
+    more is computed than here)."""
+    s = sm.s
+    prompt = _f64(prompt_tok)
+    cached = cached_prefix_tok(prompt, sm.prefix_hit_rate, 1.0)
+    computed = prompt - cached
+    attn = s.attn_prefill(prompt) - s.attn_prefill(cached)
+    return ((s.lin_flops_tok * computed / sm.gemm_rate_flops_s + attn / sm.attn_rate_flops_s) / s.n_gpu
+            + sm.comm_per_tok_s * computed / sm.pp) / prompt
+
+
+def prefix_cached_prompt_compute_s(sm: StepModel, prompt_tok: ArrayLike) -> F:
+    """``StepModel.prompt_compute_s`` with the prefix cache: the compute of the prompt's uncached suffix."""
+    s = sm.s
+    prompt = _f64(prompt_tok)
+    cached = cached_prefix_tok(prompt, sm.prefix_hit_rate, 1.0)
+    return (s.lin_flops_tok * (prompt - cached) / (s.tp * sm.gemm_rate_flops_s)
+            + (s.attn_prefill(prompt) - s.attn_prefill(cached)) / (s.tp * sm.attn_rate_flops_s))
+
+
+def with_levers(sm: StepModel) -> StepModel:
+    """The step model of candidates with levers (``Static.spec_tokens``, ``prefix_hit_rate``,
+    ``offload_bytes``): the one latency model the serving solve and the simulation both use.
+
+    - Offload: every forward pass streams the offloaded bytes over the host link, stage after stage, added to
+      the step (no prefetch overlap: ``offloaded_step_s`` with ``overlapped`` false); a prefill step too.
+    - Speculative decoding: a decode step becomes a verify step over ``k + 1`` tokens per sequence plus ``k``
+      draft passes, divided by the tokens each sequence emits per step (``expected_tokens_per_step_tok``):
+      the weight and KV reads, fixed all-reduce latency and per-step time are shared by ``tau`` tokens; the
+      compute, all-reduce traffic and routed experts grow with ``k + 1``. Each term is scaled alone, and the
+      smooth maximum is homogeneous, so ``decode_step(b)`` is ``(t_verify(b) + t_draft) / tau``
+      (``speculative_tpot_s``); with acceptance 0 every term is at least the plain one (never faster).
+      A draft pass reads ``draft_pass_bytes`` at the fitted bandwidth (memory-bound at decode batches).
+    - Prefix cache: the prompt costs leave the cached prefix out (``prefix_cached_prefill_tok_s``).
+    The prompt tokens a step carries keep their per-token cost: per emitted token they are unchanged.
+    """
+    s = sm.s
+    offload_s = sm.pp * _f64(s.offload_bytes) / _f64(s.host_link_bytes_s)
+    k = _f64(s.spec_tokens)
+    tau = expected_tokens_per_step_tok(s.spec_acceptance, k)
+    q = k + 1.0
+    draft_s = draft_time_per_step_s(_f64(s.draft_pass_bytes) / sm.bw_bytes_s, k)
+    pp_handoff = sm.pp_handoff_s + offload_s
+    out = replace(
+        sm, pp_handoff_s=pp_handoff, dense_s=sm.dense_s / tau, expert_s=sm.expert_s / tau,
+        log_miss=sm.log_miss * q, seq_s=sm.seq_s / tau, flop_s_seq=sm.flop_s_seq * q / tau,
+        comm_fixed_s=sm.comm_fixed_s / tau, comm_seq_s=sm.comm_seq_s * q / tau,
+        step_fixed_s=(sm.step_fixed_s + offload_s + draft_s) / tau, seq_scale=1.0 / tau, flop_scale=q / tau,
+        prefix_hit_rate=s.prefix_hit_rate)
+    isl = s.isl
+    out.c_prefill_s = out.prefill_tok_s(isl)
+    out.prefill_compute_s = out.prompt_compute_s(isl)
+    out.prefill_alone_s = out.prefill_only_s(out.prefill_compute_s,
+                                             isl - cached_prefix_tok(isl, s.prefix_hit_rate, 1.0))
+    return out

@@ -72,6 +72,17 @@ class Static:
     max_num_seqs: F
     context_tok: F               # longest sequence the deployment holds (max_model_len)
     first_wave_share: F          # Candidates.first_wave_share
+    # levers (service/core/levers.py, docs/levers.md); the defaults are no lever, and scalars broadcast
+    spec_tokens: F | float = 0.0           # k, draft tokens per verify step (0: no speculative decoding)
+    spec_acceptance: F | float = 0.0       # each draft token's acceptance rate, given the previous one's
+    draft_pass_bytes: F | float = 0.0      # bytes per GPU one draft forward pass reads (0: n-gram lookup)
+    prefix_hit_rate: F | float = 0.0       # share of each prompt's tokens served from the prefix cache
+    offload_bytes: F | float = 0.0         # weight bytes per GPU streamed from host memory every forward pass
+    host_link_bytes_s: F | float = 1.0     # host-to-GPU bandwidth, bytes/s (used only with offload_bytes)
+
+    def has_levers(self) -> bool:
+        """Whether any lever is set (without one the step model is exactly the plain one)."""
+        return bool(np.any(self.spec_tokens) or np.any(self.prefix_hit_rate) or np.any(self.offload_bytes))
 
     def kv_seq_bytes(self, ctx_tok: F) -> F:
         """KV bytes per GPU of one sequence holding ``ctx_tok`` tokens."""

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from service.core.candidates import Params, take_rows
+from service.core.levers import prefix_cached_prefill_tok_s, prefix_cached_prompt_compute_s, with_levers
 from service.core.memory import Static
 from service.core.step_kernels import carried_prefill_f
 from service.core.types import B_, F
@@ -66,6 +67,11 @@ class StepModel:
     step_fixed_s: F              # pipeline hand-offs + per-step overhead
     step_overhead_s: F
     ttft_fixed_s: F
+    # levers (service/core/levers.py): per-context decode terms scaled to a verify step per emitted token, and
+    # the prefix-cache hit rate that prompt costs leave out; the defaults change nothing
+    seq_scale: F | float = 1.0
+    flop_scale: F | float = 1.0
+    prefix_hit_rate: F | float = 0.0
 
     def decode_step(self, batch: F, ctx_tok: F | None = None) -> tuple[F, F]:
         """Replica step time with ``batch`` sequences decoding at mean context ``ctx_tok`` (default: the
@@ -84,19 +90,23 @@ class StepModel:
     def context_terms(self, ctx_tok: F) -> tuple[F, F]:
         """At mean context ``ctx_tok``: the time to read one sequence's KV cache, and the compute of one decoded
         token (``seq_s`` and ``flop_s_seq`` at the workload's mean context)."""
-        return (self.s.kv_seq_bytes(ctx_tok) / self.bw_bytes_s,
-                self.s.dec_flops(ctx_tok) / (self.s.n_gpu * self.gemm_rate_flops_s))
+        return (self.s.kv_seq_bytes(ctx_tok) / self.bw_bytes_s * self.seq_scale,
+                self.s.dec_flops(ctx_tok) / (self.s.n_gpu * self.gemm_rate_flops_s) * self.flop_scale)
 
     def prefill_tok_s(self, prompt_tok: F) -> F:
         """Marginal replica time of one token of a ``prompt_tok``-token prompt carried by a decode step
         (inside a full pipeline)."""
         s = self.s
+        if np.any(self.prefix_hit_rate):
+            return prefix_cached_prefill_tok_s(self, prompt_tok)
         return ((s.lin_flops_tok / self.gemm_rate_flops_s + s.attn_prefill(prompt_tok) / prompt_tok
                  / self.attn_rate_flops_s) / s.n_gpu + self.comm_per_tok_s / self.pp)
 
     def prompt_compute_s(self, prompt_tok: F) -> F:
         """Compute time of a whole ``prompt_tok``-token prompt prefilled alone (all stages in turn)."""
         s = self.s
+        if np.any(self.prefix_hit_rate):
+            return prefix_cached_prompt_compute_s(self, prompt_tok)
         return (s.lin_flops_tok * prompt_tok / (s.tp * self.gemm_rate_flops_s)
                 + s.attn_prefill(prompt_tok) / (s.tp * self.attn_rate_flops_s))
 
@@ -151,4 +161,4 @@ def step_model(s: Static, p: Params) -> StepModel:
         comm_seq_s=(s.ar_count / pp) * s.ar_ring_factor * s.ar_bytes_tok / link,
         step_fixed_s=pp_handoff + p.step_overhead_s, step_overhead_s=p.step_overhead_s, ttft_fixed_s=p.ttft_fixed_s)
     sm.prefill_alone_s = sm.prefill_only_s(prefill_compute, isl)
-    return sm
+    return with_levers(sm) if s.has_levers() else sm

@@ -49,6 +49,18 @@ class LaunchSpec:
     enable_prefix_caching: bool | None = None
     checkpoint: str | None = None   # a pre-quantised checkpoint the user names; None = derive from model_id
     port: int = DEFAULT_PORT
+    speculative: SpeculativeLaunch | None = None    # speculative decoding (docs/levers.md)
+    cpu_offload_gb: float | None = None             # weights per GPU in host memory, GB (1e9 bytes)
+
+
+@dataclass(frozen=True)
+class SpeculativeLaunch:
+    """Speculative decoding as a launch renders it: our method id (eagle3, mtp, ngram, draft_model), k, and the
+    draft's repository (an EAGLE-3 head or a draft model; None for mtp and ngram)."""
+
+    method: str
+    num_speculative_tokens: int
+    draft: str | None = None
 
 
 

@@ -14,6 +14,8 @@ from gpu_catalog.schema import GpuSpec
 from service.engines import modelopt
 from service.engines.base import Argv, Context, LaunchSpec, Rendered, Replicas, dtype16, expert_parallel
 from service.engines.checkpoints import Checkpoint
+from service.engines.errors import LaunchError
+from service.engines.levers import method_name
 from service.engines.vocabulary import Vocabulary, check_yaml
 
 # CUDA-graph capture cap for TRT-LLM: larger batches run without graphs. 512 is the cap NVIDIA's own
@@ -96,6 +98,8 @@ class TrtLlm:
             kv_cache["enable_block_reuse"] = s.enable_prefix_caching
         if kv_cache:
             options["kv_cache_config"] = kv_cache
+        if s.cpu_offload_gb:
+            raise LaunchError(f"TensorRT-LLM {ctx.version} has no weight offload to host memory (levers.yaml)")
         if s.enable_chunked_prefill is not None and s.enable_chunked_prefill != vocab.yaml_default(
                 "enable_chunked_prefill"):
             options["enable_chunked_prefill"] = s.enable_chunked_prefill
@@ -103,8 +107,33 @@ class TrtLlm:
         options["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": graph_batch}
         notes.append(f"CUDA graphs are captured for padded batch sizes up to {graph_batch} "
                      f"(max_batch_size {max_batch_size}); larger batches run without graphs.")
+        speculative = self._speculative_config(ctx)
+        if speculative is not None:
+            options["speculative_config"] = speculative
         check_yaml(vocab, options)
+        if speculative is not None:
+            # the discriminator is not a key of its own in the vocabulary: checked against its choices
+            choices = vocab.raw.get("yaml_keys", {}).get("speculative_config", {}).get("decoding_type_choices", [])
+            kind = method_name(self.id, ctx.version, ctx.spec.speculative.method)  # type: ignore[union-attr]
+            if kind not in choices:
+                raise LaunchError(f"TensorRT-LLM {ctx.version}: speculative_config.decoding_type {kind} is not one "
+                                  f"of {', '.join(choices)}")
+            speculative["decoding_type"] = kind
         return options
+
+    def _speculative_config(self, ctx: Context) -> dict[str, Any] | None:
+        """``speculative_config`` without its decoding_type: k (MTP's as num_nextn_predict_layers), the draft."""
+        spec = ctx.spec.speculative
+        if spec is None:
+            return None
+        config: dict[str, Any] = ({"num_nextn_predict_layers": spec.num_speculative_tokens} if spec.method == "mtp"
+                                  else {"max_draft_len": spec.num_speculative_tokens})
+        if spec.method in ("eagle3", "draft_model"):
+            if spec.draft is None:
+                raise LaunchError(f"no {spec.method} draft repository is known for {ctx.spec.model_id}: name it in "
+                                  "deployment.speculative.draft_model")
+            config["speculative_model"] = spec.draft
+        return config
 
 
     def _args(self, ctx: Context, ckpt: Checkpoint, port: int, notes: list[str]) -> list[str]:

@@ -7,6 +7,7 @@ same file gives the memory fraction. Both the prediction and the rendered comman
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -15,6 +16,7 @@ from service.engines import llm_compressor
 from service.engines.base import Argv, Context, LaunchSpec, Rendered, Replicas, dtype16, expert_parallel, name_tokens
 from service.engines.checkpoints import Checkpoint
 from service.engines.errors import LaunchError
+from service.engines.levers import method_name
 from service.engines.vocabulary import Vocabulary
 from service.units import GB_BYTES, GIB_BYTES
 
@@ -172,8 +174,26 @@ class Vllm:
             argv.switch("--enable-chunked-prefill", s.enable_chunked_prefill)
         if s.enable_prefix_caching is not None and s.enable_prefix_caching != _PREFIX_CACHING_DEFAULT:
             argv.switch("--enable-prefix-caching", s.enable_prefix_caching)
+        if s.speculative is not None:
+            argv.add("--speculative-config", json.dumps(self._speculative_config(ctx), sort_keys=True))
+        if s.cpu_offload_gb:
+            # the flag is in GiB ("The space in GiB to offload to CPU, per GPU"); the contract's field in GB
+            argv.add("--cpu-offload-gb", round(s.cpu_offload_gb * GB_BYTES / GIB_BYTES, 3))
         if port != vocab.flag_default("--port"):
             argv.add("--port", port)
         return argv.items
+
+    def _speculative_config(self, ctx: Context) -> dict[str, Any]:
+        """`--speculative-config`'s JSON: the method's vLLM name, k, and the draft's repository where it has one."""
+        spec = ctx.spec.speculative
+        assert spec is not None
+        config: dict[str, Any] = {"method": method_name(self.id, ctx.version, spec.method),
+                                  "num_speculative_tokens": spec.num_speculative_tokens}
+        if spec.method in ("eagle3", "draft_model"):
+            if spec.draft is None:
+                raise LaunchError(f"no {spec.method} draft repository is known for {ctx.spec.model_id}: name it in "
+                                  "deployment.speculative.draft_model")
+            config["model"] = spec.draft
+        return config
 
 

@@ -8,9 +8,12 @@ No web framework or database here: the routes hand it validated request bodies; 
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 from numpy.typing import NDArray
 
+from gpu_catalog.levers import Levers, load_levers
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants, GpuSpec, ModelSpec
 from service.calibration.state import CalibrationState
@@ -46,6 +49,11 @@ class Advisor:
 
 
     # --- what is looked up once ----------------------------------------------------------------------
+
+    @cached_property
+    def levers(self) -> Levers:
+        """levers.yaml (acceptance defaults, host links, engine flags), read and checked on first use."""
+        return load_levers(catalog=self.catalog)
 
     def defaults(self, engine: str, version: str, gpu: GpuSpec) -> EngineDefaults:
         """The engine version's defaults on ``gpu``, read from its vocabulary once."""

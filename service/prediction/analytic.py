@@ -15,6 +15,7 @@ from service.core.costmodel import MODES, Candidates, Params, Result, Static, se
 from service.core.residuals import corrected, correction
 from service.engines.defaults import is_current
 from service.prediction.launch_settings import settings_for
+from service.prediction.levers import with_lever_terms
 from service.schemas.predictions import Deployment, Predicted, Workload
 from service.units import MS_PER_S
 
@@ -88,7 +89,7 @@ def analyse(adv: Advisor, model: ModelSpec, wl: Workload, deps: list[Deployment]
         mode=np.full(n, MODES[wl.mode]), load=np.full(n, load), context_tok=f[7],
         first_wave_share=np.full(n, wl.first_wave_share))
     params = adv.params_for(keys, current, model_class(model))
-    static = static_terms(tables, cand)
+    static = with_lever_terms(adv, tables, cand, static_terms(tables, cand), deps, wl, model)
     res = serve(static, params)
     # users' measurements near these deployments (the same function corrects the search's candidates)
     corr = correction(adv.cal.calibration.residuals(), keys, cand.tp * cand.pp, MODES[wl.mode],

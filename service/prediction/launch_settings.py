@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from gpu_catalog.schema import GpuSpec
+from gpu_catalog.schema import GpuSpec, ModelSpec
 from service.engines.base import LaunchSpec
 from service.engines.defaults import EngineDefaults
 from service.engines.errors import LaunchError
 from service.engines.launch import render_launch as render_engine_launch
 from service.engines.registry import engine_for
+from service.prediction.levers import with_launch_levers
 from service.schemas.predictions import Deployment, Launch, ResolvedSettings, Workload
 
 if TYPE_CHECKING:
@@ -33,14 +34,17 @@ def settings_for(adv: Advisor, dep: Deployment, gpu: GpuSpec, wl: Workload) -> t
 
 # --- prediction ----------------------------------------------------------------------------------
 
-def launch(adv: Advisor, model_id: str, dep: Deployment, settings: ResolvedSettings) -> Launch:
-    """The command that starts ``dep`` with exactly the settings the prediction assumed."""
+def launch(adv: Advisor, model_id: str, dep: Deployment, settings: ResolvedSettings, *,
+           wl: Workload | None = None, model: ModelSpec | None = None) -> Launch:
+    """The command that starts ``dep`` with exactly the settings the prediction assumed (its levers need ``wl``,
+    for the prefix cache, and ``model``, for the EAGLE-3 head measured with it)."""
     try:
-        return render_launch(adv, model_id, dep, settings)
+        return render_launch(adv, model_id, dep, settings, wl=wl, model=model)
     except LaunchError as exc:
         return Launch(error=str(exc))
 
-def render_launch(adv: Advisor, model_id: str, dep: Deployment, settings: ResolvedSettings) -> Launch:
+def render_launch(adv: Advisor, model_id: str, dep: Deployment, settings: ResolvedSettings, *,
+                  wl: Workload | None = None, model: ModelSpec | None = None) -> Launch:
     """``launch``, raising its ``LaunchError`` (a ``CheckpointError`` when no checkpoint plan exists)."""
     a = dep.engine_args
     spec = LaunchSpec(
@@ -49,6 +53,7 @@ def render_launch(adv: Advisor, model_id: str, dep: Deployment, settings: Resolv
         engine_version=settings.engine_version, max_num_seqs=settings.max_num_seqs,
         max_num_batched_tokens=settings.max_num_batched_tokens, max_model_len=settings.max_model_len,
         enable_chunked_prefill=a.enable_chunked_prefill, enable_prefix_caching=a.enable_prefix_caching)
+    spec = with_launch_levers(adv, spec, dep, wl, model)
     # the memory fraction goes in the setting the engine takes (settings.memory_fraction_flag names it)
     fraction: dict[str, Any] = {settings.memory_fraction_flag: settings.memory_fraction}
     spec = replace(spec, **fraction)

@@ -56,5 +56,5 @@ def predict(adv: Advisor, req: PredictionRequest) -> PredictionResponse:
     terms = analyse(adv, model, wl, [dep]).row(0)
     # the name the launch serves the model by: the caller's
     name = req.model or (req.model_spec.name if req.model_spec else model.id)
-    launch_of = launch(adv, name, dep, settings) if bool(terms[2].fits[0]) else None
+    launch_of = launch(adv, name, dep, settings, wl=wl, model=model) if bool(terms[2].fits[0]) else None
     return predict_deployment(adv, model, dep, wl, req.simulation, settings, terms, launch_of, None)

@@ -13,6 +13,7 @@ from service.core.calibration import model_class
 from service.core.costmodel import GB_BYTES, Params, Result
 from service.prediction.analytic import analytic_predicted
 from service.prediction.confidence import segment_confidence
+from service.prediction.levers import lever_choice, lever_notes
 from service.prediction.simulation import Simulation, percentile_method, simulated
 from service.schemas.predictions import (
     Cost,
@@ -94,8 +95,7 @@ def response(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload, gpu:
     if level == "fallback":
         notes.append(f"{dep.weight_dtype} has no native tensor-core path on {gpu.architecture}: weights are "
                      "stored in it but the GEMMs run in 16 bits (saves memory, not compute)")
-    if wl.prefix_cache_hit_rate:
-        notes.append("prefix_cache_hit_rate is not modelled yet: prompts are prefilled in full (conservative)")
+    notes.extend(lever_notes(lever_choice(adv, model, dep, wl), dep.pp))
     usd_m = (usd_h / (predicted.output_tok_s * S_PER_HOUR) * TOKENS_PER_MILLION
              if usd_h and predicted.output_tok_s > 0 else None)
     return PredictionResponse(

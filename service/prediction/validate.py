@@ -11,6 +11,7 @@ from gpu_catalog.schema import GpuSpec, ModelSpec
 from service.engines.registry import foreign_memory_setting
 from service.errors import InvalidRequest, unknown_id_detail
 from service.prediction.inline_model import inline_model_spec
+from service.prediction.levers import check_levers
 from service.schemas.predictions import Deployment, InlineModel, Workload
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ def check_ids(adv: Advisor, dep: Deployment, prefix: list[str | int]) -> GpuSpec
 def check_runnable(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload, prefix: list[str | int]) -> None:
     """Raise InvalidRequest for a deployment the engine cannot start (not for one that merely does not fit)."""
     gpu = check_ids(adv, dep, prefix)
+    check_levers(adv, dep, prefix)
     engine = adv.engines[dep.engine]
     if gpu.vendor not in engine.vendors:
         raise InvalidRequest([*prefix, "engine"], f"{engine.name} does not run on {gpu.vendor.upper()} GPUs "

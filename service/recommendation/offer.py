@@ -55,7 +55,7 @@ def checked_launch(adv: Advisor, req: RecommendationRequest, dep: Deployment, no
     # the name the launch serves the model by (a request names a model or gives a spec)
     name = req.model or (req.model_spec.name if req.model_spec else "")
     try:
-        return render_launch(adv, name, dep, settings)
+        return render_launch(adv, name, dep, settings, wl=req.workload)
     except CheckpointError as exc:
         no_checkpoint[key] = str(exc)
         return Launch(error=str(exc))

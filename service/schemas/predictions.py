@@ -158,6 +158,41 @@ class EngineArgs(_Body):
         default=None, description="reuse the KV cache of a prompt prefix seen before (default: the engine's)")
 
 
+SPECULATIVE_METHODS = ("eagle3", "mtp", "ngram", "draft_model")
+# Draft tokens per verify step, at most: the longest chain any quoted measurement used is 7; 16 bounds the work.
+MAX_SPECULATIVE_TOKENS = 16
+
+
+class Speculative(_Body):
+    """Speculative decoding: a draft proposes ``num_speculative_tokens`` tokens per sequence, the model verifies
+    them in one step (docs/levers.md)."""
+
+    method: Literal["eagle3", "mtp", "ngram", "draft_model"] = Field(
+        description="eagle3 (EAGLE-3 head), mtp (the model's multi-token-prediction modules), ngram (prompt lookup), "
+        "draft_model (a smaller model)")
+    num_speculative_tokens: int = Field(ge=1, le=MAX_SPECULATIVE_TOKENS, description="k, draft tokens per step")
+    acceptance_rate: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="share of draft tokens accepted, each given the previous one was (default: the catalog's sourced "
+        "figure for the method and model; ngram and draft_model have none and must state it)")
+    draft_model: str | None = Field(
+        default=None, description="method draft_model: catalog id of the draft model (required); method eagle3: the "
+        "EAGLE-3 head's repository for the launch (default: the head the catalog's acceptance figure was measured "
+        "with, for that model)")
+
+    @model_validator(mode="after")
+    def _draft(self) -> Speculative:
+        if self.method == "draft_model" and self.draft_model is None:
+            raise ValueError("draft_model is required with method draft_model")
+        if self.method in ("mtp", "ngram") and self.draft_model is not None:
+            raise ValueError(f"method {self.method} takes no draft_model")
+        return self
+
+
+def _unset(v: Any) -> bool:
+    return v is None
+
+
 class Deployment(_Body):
     gpu: str = Field(description="GPU id (GET /v1/gpus)", examples=["h100-sxm"])
     gpu_count: int | None = Field(default=None, ge=1, le=MAX_PARALLEL**2,
@@ -176,6 +211,11 @@ class Deployment(_Body):
         default_factory=EngineArgs,
         description="engine settings; each left out takes the engine's default for this GPU and version")
     multi_node: bool = Field(default=False, description="allow a replica to span nodes (pipeline stages across nodes)")
+    speculative: Speculative | None = Field(default=None, exclude_if=_unset,
+                                            description="speculative decoding (default: none)")
+    cpu_offload_gb: float | None = Field(
+        default=None, gt=0, le=100_000, exclude_if=_unset,
+        description="weights per GPU kept in host memory and streamed over the host link every step, GB (1e9 bytes)")
 
     @model_validator(mode="after")
     def _count(self) -> Deployment:

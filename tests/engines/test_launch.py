@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from gpu_catalog.loader import DATA_DIR, Catalog, load_catalog
-from service.engines.base import LaunchSpec
+from service.engines.base import LaunchSpec, SpeculativeLaunch
 from service.engines.errors import CheckpointError, LaunchError
 from service.engines.launch import render_launch
 
@@ -115,6 +115,10 @@ def check_yaml_keys(tree: dict[str, Any], keys: dict[str, Any], prefix: str = ""
         paths.append(path)
         if entry.get("type") == "object":
             assert isinstance(value, dict), f"{path} must be a mapping"
+            tag = entry.get("discriminator")
+            if tag is not None:     # the object's kind, one of its listed choices (not a key of its own)
+                assert value.get(tag) in entry[f"{tag}_choices"], f"{path}.{tag} {value.get(tag)!r} is not a choice"
+                value = {k: v for k, v in value.items() if k != tag}
             paths += check_yaml_keys(value, entry.get("keys") or {}, prefix=f"{path}.")
         else:
             _check_typed(path, entry.get("type", "str"), entry, value)
@@ -208,7 +212,45 @@ GOLDEN_CASES: dict[str, LaunchSpec] = {
     "trtllm-qwen3-30b-a3b-bf16-h100sxm-tp2-x2": LaunchSpec(
         "Qwen/Qwen3-30B-A3B", "h100-sxm", tp=2, pp=1, replicas=2, weight_dtype="bf16", kv_dtype="auto",
         engine="trtllm", max_num_seqs=128, enable_prefix_caching=False),
+    "vllm-llama31-8b-bf16-h100sxm-eagle3-offload": LaunchSpec(
+        "meta-llama/Llama-3.1-8B-Instruct", "h100-sxm", tp=1, pp=1, replicas=1, weight_dtype="bf16",
+        kv_dtype="auto", engine="vllm", engine_version="0.34.0", max_model_len=8192, enable_prefix_caching=True,
+        speculative=SpeculativeLaunch("eagle3", 3, "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3"),
+        cpu_offload_gb=4.0),
+    "vllm0110-llama31-8b-bf16-h100sxm-ngram": LaunchSpec(
+        "meta-llama/Llama-3.1-8B-Instruct", "h100-sxm", tp=1, pp=1, replicas=1, weight_dtype="bf16",
+        kv_dtype="auto", engine="vllm", engine_version="0.11.0", max_model_len=8192, enable_prefix_caching=True,
+        speculative=SpeculativeLaunch("ngram", 4)),
+    "trtllm-deepseek-r1-fp8-h200-tp8-mtp": LaunchSpec(
+        "deepseek-ai/DeepSeek-R1", "h200-sxm", tp=8, pp=1, replicas=1, weight_dtype="fp8", kv_dtype="auto",
+        engine="trtllm", max_model_len=16384, enable_prefix_caching=True, speculative=SpeculativeLaunch("mtp", 1)),
 }
+
+
+def test_levers_render_as_the_engines_spell_them(catalog: Catalog) -> None:
+    vllm = render_launch(GOLDEN_CASES["vllm-llama31-8b-bf16-h100sxm-eagle3-offload"], catalog)["args"]
+    # 4 GB = 4e9 / 2^30 GiB: vLLM's --cpu-offload-gb is in GiB
+    assert vllm[vllm.index("--cpu-offload-gb") + 1] == "3.725"
+    config = json.loads(vllm[vllm.index("--speculative-config") + 1])
+    assert config == {"method": "eagle3", "num_speculative_tokens": 3,
+                      "model": "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3"}
+    # prefix caching is on by default for generate models (vllm-0.11.0.yaml defaults_by_device.adjustments)
+    assert "--enable-prefix-caching" not in vllm
+    trt = yaml.safe_load(render_launch(GOLDEN_CASES["trtllm-deepseek-r1-fp8-h200-tp8-mtp"], catalog)["files"][
+        "extra_llm_api_options.yaml"])
+    assert trt["speculative_config"] == {"decoding_type": "MTP", "num_nextn_predict_layers": 1}
+    assert "kv_cache_config" not in trt          # block reuse is on by default in 1.2
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"engine": "trtllm", "cpu_offload_gb": 4.0}, "no weight offload"),
+    ({"speculative": SpeculativeLaunch("eagle3", 3)}, "draft repository"),
+])
+def test_levers_that_cannot_render_raise(kw: dict[str, Any], message: str, catalog: Catalog) -> None:
+    spec = LaunchSpec("meta-llama/Llama-3.1-8B-Instruct", "h100-sxm", tp=1, pp=1, replicas=1, weight_dtype="bf16",
+                      kv_dtype="auto", **{"engine": "vllm", **kw})
+    with pytest.raises(LaunchError, match=message):
+        render_launch(spec, catalog)
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN_CASES))

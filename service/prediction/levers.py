@@ -1,0 +1,204 @@
+"""A deployment's levers (speculative decoding, CPU weight offload, the prefix cache) as the step model's inputs.
+
+``check_levers`` refuses what cannot run (422 naming the field and the valid choices); ``lever_inputs`` looks up
+what the physics (service/core/levers.py) needs from the catalog: the acceptance rate and its source, the draft's
+bytes, the host link; ``with_lever_terms`` puts them on the candidates' static terms, memory included, so that the
+serving solve and the simulation time the same steps. docs/levers.md derives each term.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpu_catalog.levers import Levers, SpeculativeMeasurement
+from gpu_catalog.schema import ModelSpec
+from service.core.candidates import Candidates
+from service.core.levers import expected_tokens_per_step_tok
+from service.core.memory import Static, capacity
+from service.core.tables import Tables
+from service.engines.base import LaunchSpec, SpeculativeLaunch
+from service.errors import InvalidRequest
+from service.schemas.predictions import Deployment, Workload
+from service.units import GB_BYTES
+
+if TYPE_CHECKING:
+    from service.prediction.advisor import Advisor
+
+
+@dataclass(frozen=True)
+class LeverChoice:
+    """What one deployment's levers resolve to."""
+
+    method: str | None
+    num_speculative_tokens: int
+    acceptance_rate: float
+    acceptance_source: str | None       # None: the request's own figure
+    measured_at_tokens: int | None      # k of the default's measurement
+    host_link_gb_s: float | None        # host-to-GPU bandwidth, GB/s, with offload
+    offload_bytes: float
+    prefix_hit_rate: float
+
+
+def hit_rate(dep: Deployment, wl: Workload) -> float:
+    """The prefix-cache hit rate the deployment gets: the workload's, unless the request turned caching off."""
+    return 0.0 if dep.engine_args.enable_prefix_caching is False else float(wl.prefix_cache_hit_rate)
+
+
+def engine_version(adv: Advisor, dep: Deployment) -> str:
+    return dep.engine_version or adv.engines[dep.engine].default_version
+
+
+def check_levers(adv: Advisor, dep: Deployment, prefix: list[str | int]) -> None:
+    """Raise InvalidRequest for a lever the engine version, the catalog or the GPU cannot serve."""
+    if dep.speculative is None and dep.cpu_offload_gb is None:
+        return
+    levers: Levers = adv.levers
+    version = engine_version(adv, dep)
+    eng = levers.engine(dep.engine, version)
+    known = sorted(f"{e.engine} {e.version}" for e in levers.engine_levers)
+    if eng is None:
+        field = "speculative" if dep.speculative is not None else "cpu_offload_gb"
+        raise InvalidRequest([*prefix, field], f"no lever settings are known for {dep.engine} {version}; "
+                             f"engine versions with them: {', '.join(known)}", valid=known)
+    spec = dep.speculative
+    if spec is not None:
+        methods = eng.speculative.methods or {}
+        if spec.method not in methods:
+            raise InvalidRequest([*prefix, "speculative", "method"],
+                                 f"{dep.engine} {version} has no speculative method '{spec.method}'",
+                                 valid=sorted(methods))
+        if spec.acceptance_rate is None and levers.default_acceptance(spec.method, None) is None:
+            raise InvalidRequest([*prefix, "speculative", "acceptance_rate"],
+                                 f"no sourced acceptance rate for method {spec.method}: state acceptance_rate "
+                                 "(0..1) for your prompts and draft; methods with a default: "
+                                 + ", ".join(m for m in ("eagle3", "mtp") if levers.default_acceptance(m, None)))
+        if spec.method == "draft_model" and spec.draft_model not in adv.index["model"]:
+            raise InvalidRequest([*prefix, "speculative", "draft_model"],
+                                 f"unknown draft model '{spec.draft_model}' (GET /v1/models lists the catalog)")
+    if dep.cpu_offload_gb is not None:
+        if eng.cpu_offload is None:
+            with_offload = sorted(f"{e.engine} {e.version}" for e in levers.engine_levers if e.cpu_offload)
+            raise InvalidRequest([*prefix, "cpu_offload_gb"], f"{dep.engine} {version} has no weight offload to "
+                                 f"host memory; engine versions with it: {', '.join(with_offload)}",
+                                 valid=with_offload)
+        if levers.host_link_bw_gb_s_per_direction(dep.gpu) is None:
+            raise InvalidRequest([*prefix, "cpu_offload_gb"], f"the host link of {dep.gpu} is not in the catalog")
+
+
+def lever_choice(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload) -> LeverChoice:
+    """The figures ``dep``'s levers use (``check_levers`` passed)."""
+    spec = dep.speculative
+    a, source, measured_k = 0.0, None, None
+    if spec is not None:
+        if spec.acceptance_rate is not None:
+            a = spec.acceptance_rate
+        else:
+            m: SpeculativeMeasurement | None = adv.levers.default_acceptance(spec.method, model.id)
+            assert m is not None   # check_levers refused a method without a default
+            a, source, measured_k = m.acceptance_rate, f"{m.id}: {m.source} ({m.workload})", m.num_speculative_tokens
+    link = adv.levers.host_link_bw_gb_s_per_direction(dep.gpu) if dep.cpu_offload_gb else None
+    return LeverChoice(
+        method=spec.method if spec else None, num_speculative_tokens=spec.num_speculative_tokens if spec else 0,
+        acceptance_rate=a, acceptance_source=source, measured_at_tokens=measured_k, host_link_gb_s=link,
+        offload_bytes=float(dep.cpu_offload_gb or 0.0) * GB_BYTES, prefix_hit_rate=hit_rate(dep, wl))
+
+
+def draft_repository(adv: Advisor, model: ModelSpec, dep: Deployment) -> str | None:
+    """The draft the launch names: the request's, else for eagle3 the head the model's acceptance figure was
+    measured with (levers.yaml), else None."""
+    spec = dep.speculative
+    if spec is None or spec.draft_model is not None:
+        return spec.draft_model if spec else None
+    m = adv.levers.default_acceptance(spec.method, model.id)
+    return m.draft if m is not None and m.model == model.id else None
+
+
+def with_launch_levers(adv: Advisor, spec: LaunchSpec, dep: Deployment, wl: Workload | None,
+                       model: ModelSpec | None) -> LaunchSpec:
+    """``spec`` with ``dep``'s levers, and prefix caching asked for where the workload has hits and the request
+    left it to the engine (rendered only where the engine's default is not known to be on)."""
+    s = dep.speculative
+    draft = draft_repository(adv, model, dep) if s is not None and model is not None else (s.draft_model if s else None)
+    prefix = spec.enable_prefix_caching
+    if prefix is None and wl is not None and hit_rate(dep, wl):
+        prefix = True
+    return replace(spec, enable_prefix_caching=prefix, cpu_offload_gb=dep.cpu_offload_gb,
+                   speculative=SpeculativeLaunch(s.method, s.num_speculative_tokens, draft) if s else None)
+
+
+def draft_pass_bytes(t: Tables, model_idx: int, draft_idx: int | None, method: str | None, wdtype: int,
+                     tp: float) -> float:
+    """Bytes per GPU one draft forward pass reads, and the draft keeps in memory: an EAGLE-3 head or MTP module
+    sized as one decoder layer of the target's dense weights plus its LM head (head sizes are not in the
+    catalog); a draft model's whole weights in the target's dtype; nothing for n-gram lookup."""
+    w_bytes = float(t.w_bits[wdtype]) / 8.0
+    if method in ("eagle3", "mtp"):
+        m = model_idx
+        layer = float(t.linear_params[m] - t.expert_params[m]) / max(float(t.layers[m]), 1.0) * w_bytes
+        return (layer + float(t.lm_head_params[m]) * t.act_bytes) / tp
+    if method == "draft_model" and draft_idx is not None:
+        d = draft_idx
+        return (float(t.linear_params[d]) * w_bytes + float(t.embedding_params[d]) * t.act_bytes) / tp
+    return 0.0
+
+
+def with_lever_terms(adv: Advisor, t: Tables, c: Candidates, s: Static, deps: list[Deployment],
+                     wl: Workload, model: ModelSpec) -> Static:
+    """``s`` with each deployment's levers: the step model's lever inputs, and memory with the draft's weights
+    added and the offloaded weights removed (the KV pool and what fits follow). ``s`` itself when no deployment
+    has a lever and the workload no prefix-cache hits."""
+    if not any(d.speculative or d.cpu_offload_gb for d in deps) and not any(hit_rate(d, wl) for d in deps):
+        return s
+    choices = [lever_choice(adv, model, d, wl) for d in deps]
+    draft = np.asarray([
+        draft_pass_bytes(t, int(c.model[i]), adv.index["model"].get(d.speculative.draft_model or "")
+                         if d.speculative else None, ch.method, int(c.wdtype[i]), float(c.tp[i]))
+        for i, (d, ch) in enumerate(zip(deps, choices, strict=True))])
+    offload = np.asarray([ch.offload_bytes for ch in choices])
+    for i, (d, off) in enumerate(zip(deps, offload, strict=True)):
+        if off > float(s.weights[i]):
+            raise InvalidRequest(["deployment", "cpu_offload_gb"],
+                                 f"cpu_offload_gb {d.cpu_offload_gb} exceeds the {float(s.weights[i]) / GB_BYTES:.1f} "
+                                 "GB of weights on each GPU")
+    weights = s.weights + draft - offload
+    cap = capacity(t, c, weights, s.overhead, s.runnable, s.seq_full, s.seq_mean)
+    return replace(
+        s, weights=weights, activations=cap.activations, kv_pool=cap.kv_pool, fits=cap.fits,
+        max_conc_replica=cap.max_conc, cap_mean=cap.cap_mean,
+        spec_tokens=np.asarray([float(ch.num_speculative_tokens) for ch in choices]),
+        spec_acceptance=np.asarray([ch.acceptance_rate for ch in choices]), draft_pass_bytes=draft,
+        prefix_hit_rate=np.asarray([ch.prefix_hit_rate for ch in choices]), offload_bytes=offload,
+        host_link_bytes_s=np.asarray([(ch.host_link_gb_s or 1.0) * GB_BYTES for ch in choices]))
+
+
+def lever_notes(ch: LeverChoice, pp: int) -> list[str]:
+    """What the answer says about the levers it used: the acceptance rate and its source, the offload floor,
+    the prefix-cache assumption."""
+    notes: list[str] = []
+    if ch.method is not None:
+        k, a = ch.num_speculative_tokens, ch.acceptance_rate
+        tau = float(expected_tokens_per_step_tok(a, k))
+        src = (f"the catalog's default for {ch.method}, {ch.acceptance_source}" if ch.acceptance_source
+               else "the request's figure")
+        notes.append(f"speculative decoding ({ch.method}, k={k}): acceptance rate {a:g} ({src}) gives "
+                     f"{tau:.2f} tokens per sequence per verify step; each step verifies k+1 tokens per sequence "
+                     "and runs k draft passes")
+        if ch.measured_at_tokens is not None and ch.measured_at_tokens != k:
+            notes.append(f"the default acceptance rate was measured at k={ch.measured_at_tokens}, not k={k}: "
+                         "measured rates fall with the draft position, so a longer k is optimistic")
+    if ch.offload_bytes:
+        floor_ms = ch.offload_bytes / ((ch.host_link_gb_s or math.inf) * GB_BYTES) * pp * 1e3
+        notes.append(f"CPU offload: {ch.offload_bytes / GB_BYTES:g} GB of weights per GPU stream over the "
+                     f"{ch.host_link_gb_s:g} GB/s host link every forward pass: at least {floor_ms:.1f} ms per "
+                     "step, added to the step (no prefetch overlap)")
+    if ch.prefix_hit_rate:
+        notes.append(f"prefix cache: {ch.prefix_hit_rate:.0%} of each prompt's tokens are served from the cache "
+                     "and skip prefill compute (the uncached suffix still attends over the whole prompt); "
+                     "assumed multi-turn history, whose KV blocks belong to one conversation: compute is saved, "
+                     "KV memory is not shared (a shared system prompt would also save memory); cached blocks "
+                     "are assumed not evicted")
+    return notes

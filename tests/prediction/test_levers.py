@@ -1,0 +1,177 @@
+"""The levers through the real app: speculative decoding, CPU weight offload and the prefix cache change the
+prediction as their physics says, the same in the analytic model and the simulation, and what cannot run is a
+422 naming the field."""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from service.core.levers import expected_tokens_per_step_tok
+from service.core.step_model import smooth_max, step_model
+from service.prediction.advisor import Advisor
+from service.prediction.analytic import analyse
+from service.prediction.validate import model_for
+from service.schemas.predictions import Deployment, Speculative, Workload
+from service.units import GB_BYTES
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+BASE: dict[str, Any] = {"model": MODEL, "deployment": {"gpu": "h100-sxm", "engine": "vllm"},
+                        "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 1}}
+# levers.yaml host_links: PCIe 5.0 x16, the h100-sxm's host link, one way
+PCIE5_GB_S = 63.0
+
+
+@pytest.fixture(scope="module")
+def advisor(client: TestClient) -> Advisor:
+    adv = client.app.state.app_state.current().advisor  # type: ignore[attr-defined]
+    assert isinstance(adv, Advisor)
+    return adv
+
+
+def post(client: TestClient, dep: dict[str, Any] | None = None, wl: dict[str, Any] | None = None,
+         simulate: bool = False) -> Any:
+    body = copy.deepcopy(BASE)
+    body["deployment"].update(dep or {})
+    body["workload"].update(wl or {})
+    body["simulation"] = {"enabled": simulate}
+    return client.post("/v1/predictions", json=body)
+
+
+def ok(client: TestClient, **kw: Any) -> dict[str, Any]:
+    r = post(client, **kw)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+@pytest.mark.parametrize("simulate", [False, True])
+@pytest.mark.parametrize("concurrency", [1, 64])
+def test_acceptance_zero_never_helps(client: TestClient, simulate: bool, concurrency: int) -> None:
+    plain = ok(client, wl={"concurrency": concurrency}, simulate=simulate)
+    spec = ok(client, dep={"speculative": {"method": "eagle3", "num_speculative_tokens": 3, "acceptance_rate": 0}},
+              wl={"concurrency": concurrency}, simulate=simulate)
+    assert spec["predicted"]["tpot_ms"] > plain["predicted"]["tpot_ms"]
+
+
+@pytest.mark.parametrize("simulate", [False, True])
+def test_speculation_helps_a_lone_sequence_and_names_its_acceptance(client: TestClient, simulate: bool) -> None:
+    plain = ok(client, simulate=simulate)
+    spec = ok(client, dep={"speculative": {"method": "eagle3", "num_speculative_tokens": 3}}, simulate=simulate)
+    # at batch 1 the verify step costs about a plain step: TPOT falls by nearly tau = 2.60 (a = 0.717, k = 3)
+    speedup = plain["predicted"]["tpot_ms"] / spec["predicted"]["tpot_ms"]
+    assert 1.5 < speedup < 2.6
+    note = next(n for n in spec["notes"] if n.startswith("speculative decoding"))
+    assert "acceptance rate 0.717" in note and "eagle3-llama-3.1-8b-mtbench-vllm-k3" in note
+
+
+def test_verify_step_by_hand(advisor: Advisor) -> None:
+    """The lever's decode step is (verify step over b x (k+1) tokens + k draft passes) / tau, computed here
+    from the plain step model's terms."""
+    model = model_for(advisor, MODEL, None)
+    wl = Workload(input_tokens=1024, output_tokens=256, concurrency=8)
+    plain_dep = Deployment(gpu="h100-sxm")
+    spec_dep = Deployment(gpu="h100-sxm", speculative=Speculative(method="eagle3", num_speculative_tokens=3,
+                                                                   acceptance_rate=0.5))
+    s0, p0, _, _ = analyse(advisor, model, wl, [plain_dep]).row(0)
+    s1, p1, _, _ = analyse(advisor, model, wl, [spec_dep]).row(0)
+    plain, lever = step_model(s0, p0), step_model(s1, p1)
+    b, k, q = np.asarray([8.0]), 3.0, 4.0
+    tau = 1.875                                     # (1 - 0.5^4) / (1 - 0.5)
+    assert float(expected_tokens_per_step_tok(0.5, 3)) == pytest.approx(tau)
+    verify = plain.pp * (smooth_max(plain.dense_s + b * plain.seq_s, q * b * plain.flop_s_seq)
+                         + plain.comm_fixed_s + q * b * plain.comm_seq_s) + plain.step_fixed_s
+    draft = k * float(s1.draft_pass_bytes[0]) / plain.bw_bytes_s
+    assert float(s1.draft_pass_bytes[0]) > 0
+    assert lever.decode_step(b)[0] == pytest.approx((verify + draft) / tau, rel=1e-12)
+
+
+def test_hit_rate_zero_changes_nothing(client: TestClient) -> None:
+    for simulate in (False, True):
+        assert ok(client, simulate=simulate) == ok(client, wl={"prefix_cache_hit_rate": 0.0}, simulate=simulate)
+
+
+@pytest.mark.parametrize("simulate", [False, True])
+def test_prefix_hits_cut_prefill_and_ttft(client: TestClient, simulate: bool) -> None:
+    plain = ok(client, simulate=simulate)["predicted"]
+    half = ok(client, wl={"prefix_cache_hit_rate": 0.5}, simulate=simulate)
+    assert half["predicted"]["prefill_ms"] < plain["prefill_ms"]
+    assert half["predicted"]["ttft_ms"] < plain["ttft_ms"]
+    assert any("prefix cache: 50%" in n and "multi-turn" in n for n in half["notes"])
+
+
+def test_prefix_cache_turned_off_gets_no_hits(client: TestClient) -> None:
+    off = {"engine_args": {"enable_prefix_caching": False}}
+    assert ok(client, dep=off) == ok(client, dep=off, wl={"prefix_cache_hit_rate": 0.5})
+
+
+def test_offload_adds_its_transfer_to_every_step_by_hand(client: TestClient) -> None:
+    plain = ok(client)
+    off = ok(client, dep={"cpu_offload_gb": 5})
+    floor_ms = 5e9 / (PCIE5_GB_S * GB_BYTES) * 1e3          # 79.37 ms: 5 GB over PCIe 5.0 x16
+    # one client: batch 1 and no prompts carried by decode steps, so TPOT is the step plus the transfer
+    assert off["predicted"]["tpot_ms"] - plain["predicted"]["tpot_ms"] == pytest.approx(floor_ms, abs=0.01)
+    assert plain["memory_per_gpu_gb"]["weights"] - off["memory_per_gpu_gb"]["weights"] == pytest.approx(5.0, abs=0.01)
+
+
+@pytest.mark.parametrize("simulate", [False, True])
+@pytest.mark.parametrize("gb", [0.5, 4.0])
+def test_offload_never_lowers_tpot(client: TestClient, simulate: bool, gb: float) -> None:
+    for conc in (1, 32):
+        plain = ok(client, wl={"concurrency": conc}, simulate=simulate)["predicted"]
+        off = ok(client, dep={"cpu_offload_gb": gb}, wl={"concurrency": conc}, simulate=simulate)["predicted"]
+        assert off["tpot_ms"] >= plain["tpot_ms"] + gb * 1e9 / (PCIE5_GB_S * GB_BYTES) * 1e3 * 0.99
+
+
+def test_offload_fits_a_model_that_does_not_fit(client: TestClient) -> None:
+    big = {"model": "meta-llama/Llama-3.1-70B-Instruct"}
+    body = copy.deepcopy(BASE) | big
+    r = client.post("/v1/predictions", json=body | {"simulation": {"enabled": False}})
+    assert r.json()["fits"] is False
+    body["deployment"]["cpu_offload_gb"] = 75
+    r = client.post("/v1/predictions", json=body | {"simulation": {"enabled": False}})
+    assert r.json()["fits"] is True
+    # at least 75 GB over 63 GB/s per step: 1.19 s
+    assert r.json()["predicted"]["tpot_ms"] > 75e9 / (PCIE5_GB_S * GB_BYTES) * 1e3
+
+
+@pytest.mark.parametrize(("dep", "field", "valid"), [
+    ({"speculative": {"method": "ngram", "num_speculative_tokens": 3}},
+     ["deployment", "speculative", "acceptance_rate"], None),
+    ({"cpu_offload_gb": 5, "engine": "trtllm"}, ["deployment", "cpu_offload_gb"], ["vllm 0.11.0", "vllm 0.34.0"]),
+    ({"cpu_offload_gb": 50}, ["deployment", "cpu_offload_gb"], None),
+    ({"speculative": {"method": "draft_model", "num_speculative_tokens": 3, "acceptance_rate": 0.6,
+                      "draft_model": "no/such-model"}}, ["deployment", "speculative", "draft_model"], None),
+])
+def test_what_cannot_run_is_a_422_naming_the_field(client: TestClient, dep: dict[str, Any], field: list[str],
+                                                    valid: list[str] | None) -> None:
+    r = post(client, dep=dep)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == field
+    assert r.json().get("valid") == valid
+
+
+def test_an_unknown_method_lists_the_methods(client: TestClient) -> None:
+    r = post(client, dep={"speculative": {"method": "medusa", "num_speculative_tokens": 3}})
+    assert r.status_code == 422
+    assert "eagle3" in r.text and "draft_model" in r.text
+
+
+def test_draft_model_needs_its_model(client: TestClient) -> None:
+    r = post(client, dep={"speculative": {"method": "draft_model", "num_speculative_tokens": 3,
+                                          "acceptance_rate": 0.6}})
+    assert r.status_code == 422 and "draft_model" in r.text
+
+
+def test_a_draft_model_costs_more_than_an_eagle_head(client: TestClient) -> None:
+    common = {"num_speculative_tokens": 3, "acceptance_rate": 0.7}
+    head = ok(client, dep={"speculative": {"method": "eagle3", **common}})["predicted"]["tpot_ms"]
+    draft = ok(client, dep={"speculative": {"method": "draft_model", "draft_model": "meta-llama/Llama-3.2-1B",
+                                            **common}})["predicted"]["tpot_ms"]
+    assert draft > head
+    assert math.isfinite(draft)
