@@ -33,6 +33,7 @@ from service.recommendation.offer import (
     recommendation,
 )
 from service.recommendation.rank import best_per_layout, feasible, floor_feasible, order, pareto, violations
+from service.recommendation.relax_levers import offload_offer
 from service.recommendation.scenarios import Applied, apply_scenario, ranked_by
 from service.recommendation.search import Scored, ends, most, search
 from service.recommendation.space import REPLICA_GRID, LayoutCache, SearchMemo
@@ -91,6 +92,9 @@ class Recommender:
 
 def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> RecommendationResponse:
     t0 = time.perf_counter()
+    if req.workload.prefix_cache_hit_rate and "prefix_cache" not in req.constraints.allowed_levers:
+        # the prefix cache is not a lever this search may count on: its deployments are predicted without hits
+        req = req.model_copy(update={"workload": req.workload.model_copy(update={"prefix_cache_hit_rate": 0.0})})
     a = Asked(adv=adv, cache=cache, model=model_for(adv, req.model, req.model_spec), req=req, ap=apply_scenario(req))
     ap = a.ap
     s = search(adv, cache, req, ap, a.memo)
@@ -113,7 +117,12 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
         # fewest and most replicas, every solve done, for the account
         s_ends = ends(adv, cache, req, ap, a.memo)
         explanation = explain(adv, cache, a.model, req, ap, s_ends, violations(s_ends, ap), a.memo)
-        if len(fit):
+        if "cpu_offload" in ap.constraints.allowed_levers and s_ends.generated and not s_ends.fits.any():
+            # the offload lever, allowed: memory is the only obstacle, so its best deployment is the answer
+            offload = offload_offer(adv, a.model, req, ap)
+            if offload is not None:
+                v.recs, explanation = [offload], None
+        if explanation is not None and len(fit):
             # the model found deployments that meet the SLA, but none can be offered as ready to run
             why = [f"{k}: {val}" for k, val in v.skipped.items()] + [d for d in v.dropped if d.startswith("dropped")]
             explanation.summary = (f"{len(fit) if s.feasible_total < 0 else s.feasible_total}"

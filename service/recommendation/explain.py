@@ -14,6 +14,7 @@ from service.prediction.simulation import SimMemo
 from service.recommendation import verify
 from service.recommendation.offer import deployment, predicted_against
 from service.recommendation.relax import relax_bounds, relax_constraints, relax_load
+from service.recommendation.relax_levers import relax_levers
 from service.recommendation.scenarios import SLA_METRICS, Applied
 from service.recommendation.search import Scored
 from service.recommendation.space import LayoutCache, SearchMemo
@@ -39,6 +40,7 @@ def explain(adv: Advisor, cache: LayoutCache, model: ModelSpec, req: Recommendat
         relax += relax_bounds(adv, model, req, s, ap, viol, sims)
         relax += relax_load(adv, model, req, ap, [c.deployment for c in closest], sims)
     relax += relax_constraints(adv, cache, model, req, ap, memo, sims)
+    relax += relax_levers(adv, model, req, ap, nothing_fits=bool(s.generated) and not s.fits.any())
     if not s.generated:
         summary = ("no allowed deployment: no GPU in the list runs an allowed engine with an allowed dtype "
                    f"(max quality loss {ap.max_quality})")

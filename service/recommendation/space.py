@@ -9,7 +9,7 @@ settings of the grid) cannot fit with any settings, so its settings and replicas
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -220,6 +220,8 @@ def units(adv: Advisor, cache: LayoutCache, model: ModelSpec, tables: Tables, m_
     s_min = np.minimum.reduce(seq_opts)
     t_min = np.minimum.reduce(tok_opts)
     static = static_terms(tables, candidates(lay, dset, m_idx, wl, li_all, s_min, t_min, np.ones(L), np.ones(L)))
+    if wl.prefix_cache_hit_rate:    # the prefix cache's lever (step_model leaves the cached prefix's prefill out)
+        static = replace(static, prefix_hit_rate=float(wl.prefix_cache_hit_rate))
     fits_min = static.fits
     keep = np.flatnonzero(fits_min)
     # the units, setting-major; a setting equal to one before it for the same layout (a default equal

@@ -57,6 +57,10 @@ class Sla(_Body):
         "output tok/s must reach num_requests x output_tokens / (deadline_hours x 3600)")
 
 
+# the levers a search uses when the request does not say (docs/API.md)
+DEFAULT_LEVERS: tuple[str, ...] = ("prefix_cache",)
+
+
 class Constraints(_Body):
     gpus: list[str] | None = Field(default=None, max_length=MAX_LIST, description="GPU ids allowed (default all)")
     max_gpus: int | None = Field(default=None, ge=1, le=MAX_GPUS,
@@ -75,6 +79,15 @@ class Constraints(_Body):
         "near-lossless (FP8, INT8, NVFP4...), noticeable (INT4 too); default noticeable, chat: near-lossless")
     multi_node: bool = Field(default=False, description="allow pipeline stages across nodes")
     engine_versions: dict[str, str] | None = Field(default=None, description="engine -> version (default newest)")
+    levers: list[Literal["speculative", "cpu_offload", "prefix_cache"]] | None = Field(
+        default=None, max_length=3, exclude_if=lambda v: v is None,
+        description=f"levers the search may use (default {list(DEFAULT_LEVERS)}: prefix caching is on by default in "
+        "both engines and acts only on workload.prefix_cache_hit_rate); a relaxation may name one not allowed, "
+        "with its effect")
+
+    @property
+    def allowed_levers(self) -> tuple[str, ...]:
+        return tuple(self.levers) if self.levers is not None else DEFAULT_LEVERS
 
 
 class RecommendationRequest(ModelChoice):

@@ -1,0 +1,94 @@
+"""A relaxation that names a lever the request did not allow, with its effect: when no allowed deployment holds
+the model in memory, CPU weight offload (the smallest whole number of GB per GPU that fits it) on the
+best-placed allowed GPU, predicted as POST /v1/predictions predicts it."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Literal
+
+from gpu_catalog.schema import ModelSpec
+from service.errors import InvalidRequest
+from service.prediction.analytic import analyse
+from service.prediction.launch_settings import settings_for
+from service.prediction.predictor import predict
+from service.recommendation.offer import predicted_against
+from service.recommendation.scenarios import Applied
+from service.schemas.predictions import Deployment, EngineArgs, PredictionRequest, SimulationOptions
+from service.schemas.recommendations import Recommendation, RecommendationRequest, Relaxation
+from service.units import GB_BYTES, MS_PER_S
+
+if TYPE_CHECKING:
+    from service.prediction.advisor import Advisor
+
+# the engine the offload lever runs on (levers.yaml engine_levers: only vLLM has --cpu-offload-gb)
+OFFLOAD_ENGINE: Literal["vllm"] = "vllm"
+# dtypes tried when the request does not name any: the checkpoint's own 16 bits first
+DEFAULT_OFFLOAD_DTYPES = ("bf16", "fp16")
+
+
+def offload_trial(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied, gpu: str,
+                  dtype: str) -> tuple[Deployment, float] | None:
+    """One GPU of ``gpu`` in ``dtype`` with the smallest whole number of GB offloaded that holds one sequence of
+    the workload's context, and its predicted TPOT in seconds; None when it cannot run or does not fit."""
+    dep = Deployment(gpu=gpu, weight_dtype=dtype, engine=OFFLOAD_ENGINE,
+                     engine_version=(ap.constraints.engine_versions or {}).get(OFFLOAD_ENGINE))
+    try:
+        adv.check_runnable(model, dep, req.workload, ["deployment"])
+        if adv.levers.host_link_bw_gb_s_per_direction(gpu) is None:
+            return None
+        s = analyse(adv, model, req.workload, [dep]).static
+        capacity_bytes = adv.gpus[gpu].memory_gb * GB_BYTES
+        frac = settings_for(adv, dep, adv.gpus[gpu], req.workload)[0].memory_fraction
+        # vLLM's budget is a share of the whole memory: weights, activations, reserve and one sequence within it
+        need = float(s.weights[0] + s.activations[0] + s.overhead[0] + s.seq_full[0]) - frac * capacity_bytes
+        if need <= 0:
+            return None
+        gb = float(math.ceil(need / GB_BYTES))
+        if gb * GB_BYTES >= float(s.weights[0]):
+            return None
+        settings = settings_for(adv, dep, adv.gpus[gpu], req.workload)[0]
+        # the settings the prediction assumes, explicit (as the search's deployments state them)
+        args = EngineArgs(max_num_seqs=settings.max_num_seqs, max_num_batched_tokens=settings.max_num_batched_tokens,
+                          gpu_memory_utilization=settings.memory_fraction, max_model_len=settings.max_model_len)
+        dep = dep.model_copy(update={"cpu_offload_gb": gb, "gpu_count": 1, "engine_version": settings.engine_version,
+                                     "engine_args": args})
+        out = predict(adv, PredictionRequest(model=req.model, model_spec=req.model_spec, deployment=dep,
+                                             workload=req.workload, simulation=SimulationOptions(enabled=False)))
+    except InvalidRequest:
+        return None
+    if not out.fits or out.predicted is None:
+        return None
+    return dep, out.predicted.tpot_ms / MS_PER_S
+
+
+def offload_offer(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied) -> Recommendation | None:
+    """With cpu_offload allowed and nothing else fitting: the best offload trial (``offload_trial``) as the
+    answer's recommendation, predicted as POST /v1/predictions predicts it, when it meets every bound."""
+    cons = ap.constraints
+    trials = [t for g in (cons.gpus or sorted(adv.gpus)) for d in (cons.weight_dtypes or DEFAULT_OFFLOAD_DTYPES)
+              if (t := offload_trial(adv, model, req, ap, g, d)) is not None]
+    if not trials:
+        return None
+    rec, over = predicted_against(adv, model, req, ap, min(trials, key=lambda t: t[1])[0], {})
+    return None if over else rec
+
+
+def relax_levers(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied,
+                 nothing_fits: bool) -> list[Relaxation]:
+    """CPU offload when memory is the only obstacle (nothing allowed fits) and the request did not allow it."""
+    cons = ap.constraints
+    engines: list[str] = list(cons.engines or [OFFLOAD_ENGINE])
+    if not nothing_fits or "cpu_offload" in cons.allowed_levers or OFFLOAD_ENGINE not in engines:
+        return []
+    gpus = cons.gpus or sorted(adv.gpus)
+    dtypes = cons.weight_dtypes or list(DEFAULT_OFFLOAD_DTYPES)
+    trials = [t for g in gpus for d in dtypes if (t := offload_trial(adv, model, req, ap, g, d)) is not None]
+    if not trials:
+        return []
+    dep, tpot_s = min(trials, key=lambda t: t[1])
+    gb = dep.cpu_offload_gb or 0.0
+    return [Relaxation(kind="cpu_offload", value=gb, deployment=dep, detail=(
+        f"memory is the only obstacle: offloading {gb:g} GB per GPU to host memory fits it on one {dep.gpu} "
+        f"({dep.weight_dtype}, {dep.engine}) at about {tpot_s * MS_PER_S:.0f} ms TPOT (the weights cross the host "
+        "link every step); allow it with constraints.levers including cpu_offload"))]

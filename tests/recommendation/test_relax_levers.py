@@ -1,0 +1,65 @@
+"""The search's levers through the real app: each used only when constraints.levers allows it, and a relaxation
+that names CPU offload, with its effect, when memory is the only obstacle."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+# levers.yaml host_links: PCIe 5.0 x16, the h100-sxm's host link, GB/s one way
+PCIE5_GB_S = 63.0
+BIG: dict[str, Any] = {"model": "meta-llama/Llama-3.1-70B-Instruct",
+                       "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 1},
+                       "constraints": {"gpus": ["h100-sxm"], "max_gpus": 1, "weight_dtypes": ["bf16"]}}
+SMALL: dict[str, Any] = {"model": "meta-llama/Llama-3.1-8B-Instruct",
+                         "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 8,
+                                      "prefix_cache_hit_rate": 0.5},
+                         "constraints": {"gpus": ["h100-sxm"], "max_gpus": 2}, "top_k": 1}
+
+
+def test_offload_is_proposed_for_a_70b_in_bf16_on_one_80gb_gpu(client: TestClient) -> None:
+    answer = client.post("/v1/recommendations", json=BIG).json()
+    assert answer["feasible"] is False
+    relax = next(r for r in answer["explanation"]["relaxations"] if r["kind"] == "cpu_offload")
+    # 70.6 B parameters x 2 bytes = 141 GB against 72 GB (0.9 x 80): at least 69 GB, less what the reserve takes
+    assert 60 <= relax["value"] <= 80
+    assert relax["deployment"]["cpu_offload_gb"] == relax["value"]
+    assert relax["detail"].startswith(f"memory is the only obstacle: offloading {relax['value']:g} GB per GPU")
+    # the figure is the deployment's prediction, at least the offloaded bytes over the host link each step
+    pred = client.post("/v1/predictions", json={"model": BIG["model"], "deployment": relax["deployment"],
+                                                "workload": BIG["workload"], "simulation": {"enabled": False}}).json()
+    tpot = pred["predicted"]["tpot_ms"]
+    assert tpot > relax["value"] / PCIE5_GB_S * 1e3
+    assert f"about {tpot:.0f} ms TPOT" in relax["detail"]
+
+
+def test_offload_is_used_when_allowed(client: TestClient) -> None:
+    body = copy.deepcopy(BIG)
+    body["constraints"]["levers"] = ["cpu_offload"]
+    answer = client.post("/v1/recommendations", json=body).json()
+    assert answer["feasible"] is True
+    assert answer["recommendations"][0]["deployment"]["cpu_offload_gb"] > 0
+    assert answer["applied"]["constraints"]["levers"] == ["cpu_offload"]
+
+
+def test_the_prefix_cache_counts_only_when_allowed(client: TestClient) -> None:
+    with_hits = client.post("/v1/recommendations", json=SMALL).json()
+    off = copy.deepcopy(SMALL)
+    off["constraints"]["levers"] = []
+    without = client.post("/v1/recommendations", json=off).json()
+    no_hits = copy.deepcopy(SMALL)
+    no_hits["workload"]["prefix_cache_hit_rate"] = 0.0
+    plain = client.post("/v1/recommendations", json=no_hits).json()
+    assert with_hits["recommendations"][0]["predicted"]["ttft_ms"] < plain["recommendations"][0]["predicted"]["ttft_ms"]
+    assert without["recommendations"] == plain["recommendations"]
+    assert "levers" not in plain["applied"]["constraints"]
+
+
+def test_an_unknown_lever_is_a_422_listing_the_levers(client: TestClient) -> None:
+    body = copy.deepcopy(SMALL)
+    body["constraints"]["levers"] = ["medusa"]
+    r = client.post("/v1/recommendations", json=body)
+    assert r.status_code == 422
+    assert "cpu_offload" in r.text and "prefix_cache" in r.text
