@@ -1,6 +1,6 @@
 """A deployment's levers (speculative decoding, CPU weight offload, the prefix cache) as the step model's inputs.
 
-``check_levers`` refuses what cannot run (422 naming the field and the valid choices); ``lever_inputs`` looks up
+``check_levers`` refuses what cannot run (422 naming the field and the valid choices); ``lever_choice`` looks up
 what the physics (service/core/levers.py) needs from the catalog: the acceptance rate and its source, the draft's
 bytes, the host link; ``with_lever_terms`` puts them on the candidates' static terms, memory included, so that the
 serving solve and the simulation time the same steps. docs/levers.md derives each term.
@@ -52,8 +52,17 @@ def engine_version(adv: Advisor, dep: Deployment) -> str:
     return dep.engine_version or adv.engines[dep.engine].default_version
 
 
-def check_levers(adv: Advisor, dep: Deployment, prefix: list[str | int]) -> None:
-    """Raise InvalidRequest for a lever the engine version, the catalog or the GPU cannot serve."""
+def mtp_model_types(adv: Advisor) -> set[str]:
+    """Architectures (config.json model_type) that ship MTP modules: those of the models levers.yaml has an MTP
+    figure for."""
+    models = {m.id: m for m in adv.catalog.models}
+    named = {r.model for r in adv.levers.defaults if r.method == "mtp"} | {
+        r.model for r in adv.levers.measurements if r.method == "mtp"}
+    return {models[n].model_type for n in named if n in models}
+
+
+def check_levers(adv: Advisor, model: ModelSpec, dep: Deployment, prefix: list[str | int]) -> None:
+    """Raise InvalidRequest for a lever the engine version, the catalog, the model or the GPU cannot serve."""
     if dep.speculative is None and dep.cpu_offload_gb is None:
         return
     levers: Levers = adv.levers
@@ -71,6 +80,10 @@ def check_levers(adv: Advisor, dep: Deployment, prefix: list[str | int]) -> None
             raise InvalidRequest([*prefix, "speculative", "method"],
                                  f"{dep.engine} {version} has no speculative method '{spec.method}'",
                                  valid=sorted(methods))
+        if spec.method == "mtp" and model.model_type not in (types := mtp_model_types(adv)):
+            raise InvalidRequest([*prefix, "speculative", "method"],
+                                 f"{model.id} ({model.model_type}) has no MTP modules; architectures with them: "
+                                 f"{', '.join(sorted(types))}", valid=sorted(set(methods) - {"mtp"}))
         if spec.acceptance_rate is None and levers.default_acceptance(spec.method, None) is None:
             raise InvalidRequest([*prefix, "speculative", "acceptance_rate"],
                                  f"no sourced acceptance rate for method {spec.method}: state acceptance_rate "

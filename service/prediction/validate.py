@@ -57,7 +57,7 @@ def check_ids(adv: Advisor, dep: Deployment, prefix: list[str | int]) -> GpuSpec
 def check_runnable(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload, prefix: list[str | int]) -> None:
     """Raise InvalidRequest for a deployment the engine cannot start (not for one that merely does not fit)."""
     gpu = check_ids(adv, dep, prefix)
-    check_levers(adv, dep, prefix)
+    check_levers(adv, model, dep, prefix)
     engine = adv.engines[dep.engine]
     if gpu.vendor not in engine.vendors:
         raise InvalidRequest([*prefix, "engine"], f"{engine.name} does not run on {gpu.vendor.upper()} GPUs "

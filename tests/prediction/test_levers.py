@@ -156,6 +156,13 @@ def test_what_cannot_run_is_a_422_naming_the_field(client: TestClient, dep: dict
     assert r.json().get("valid") == valid
 
 
+def test_mtp_needs_a_model_with_mtp_modules(client: TestClient) -> None:
+    r = post(client, dep={"speculative": {"method": "mtp", "num_speculative_tokens": 1}})
+    assert r.status_code == 422
+    assert r.json()["field"] == ["deployment", "speculative", "method"]
+    assert "mtp" not in r.json()["valid"] and "eagle3" in r.json()["valid"]
+
+
 def test_an_unknown_method_lists_the_methods(client: TestClient) -> None:
     r = post(client, dep={"speculative": {"method": "medusa", "num_speculative_tokens": 3}})
     assert r.status_code == 422
