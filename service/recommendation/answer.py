@@ -33,7 +33,7 @@ from service.recommendation.offer import (
     recommendation,
 )
 from service.recommendation.rank import best_per_layout, feasible, floor_feasible, order, pareto, violations
-from service.recommendation.relax_levers import offload_offer
+from service.recommendation.relax_levers import offload_offer, speculative_offer
 from service.recommendation.scenarios import Applied, apply_scenario, ranked_by
 from service.recommendation.search import Scored, ends, most, search
 from service.recommendation.space import REPLICA_GRID, LayoutCache, SearchMemo
@@ -122,6 +122,11 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
             offload = offload_offer(adv, a.model, req, ap)
             if offload is not None:
                 v.recs, explanation = [offload], None
+        if explanation is not None and not len(fit):
+            # the speculative lever, allowed: the deployment closest to the bounds that meets them with it
+            spec = speculative_offer(adv, a.model, req, ap, [c.deployment for c in explanation.closest])
+            if spec is not None:
+                v.recs, explanation = [spec], None
         if explanation is not None and len(fit):
             # the model found deployments that meet the SLA, but none can be offered as ready to run
             why = [f"{k}: {val}" for k, val in v.skipped.items()] + [d for d in v.dropped if d.startswith("dropped")]

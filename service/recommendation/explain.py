@@ -40,7 +40,8 @@ def explain(adv: Advisor, cache: LayoutCache, model: ModelSpec, req: Recommendat
         relax += relax_bounds(adv, model, req, s, ap, viol, sims)
         relax += relax_load(adv, model, req, ap, [c.deployment for c in closest], sims)
     relax += relax_constraints(adv, cache, model, req, ap, memo, sims)
-    relax += relax_levers(adv, model, req, ap, nothing_fits=bool(s.generated) and not s.fits.any())
+    relax += relax_levers(adv, model, req, ap, nothing_fits=bool(s.generated) and not s.fits.any(),
+                          near=[c.deployment for c in closest])
     if not s.generated:
         summary = ("no allowed deployment: no GPU in the list runs an allowed engine with an allowed dtype "
                    f"(max quality loss {ap.max_quality})")

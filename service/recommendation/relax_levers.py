@@ -1,6 +1,11 @@
-"""A relaxation that names a lever the request did not allow, with its effect: when no allowed deployment holds
-the model in memory, CPU weight offload (the smallest whole number of GB per GPU that fits it) on the
-best-placed allowed GPU, predicted as POST /v1/predictions predicts it."""
+"""The levers in an answer that offers nothing: used when the request allows them, else named as a relaxation
+with their effect, each predicted as POST /v1/predictions predicts it.
+
+- CPU offload when no allowed deployment holds the model in memory: the smallest whole number of GB per GPU
+  that fits it, on the allowed GPU where it is fastest.
+- Speculative decoding when the deployments closest to the bounds miss them: each with the method the catalog
+  has the model's own acceptance figure and draft for (an EAGLE-3 head, or MTP), at that figure's k.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from service.prediction.launch_settings import settings_for
 from service.prediction.predictor import predict
 from service.recommendation.offer import predicted_against
 from service.recommendation.scenarios import Applied
-from service.schemas.predictions import Deployment, EngineArgs, PredictionRequest, SimulationOptions
+from service.schemas.predictions import Deployment, EngineArgs, PredictionRequest, SimulationOptions, Speculative
 from service.schemas.recommendations import Recommendation, RecommendationRequest, Relaxation
 from service.units import GB_BYTES, MS_PER_S
 
@@ -74,21 +79,67 @@ def offload_offer(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap
     return None if over else rec
 
 
+def model_speculative(adv: Advisor, model: ModelSpec) -> Speculative | None:
+    """The speculation the catalog has the model's own figure for (EAGLE-3 with a named head first, then MTP),
+    at the k it was measured with; None without one."""
+    for method in ("eagle3", "mtp"):
+        m = adv.levers.default_acceptance(method, model.id)
+        if m is not None and m.model == model.id and (method == "mtp" or m.draft):
+            return Speculative(method=method, num_speculative_tokens=m.num_speculative_tokens,
+                               draft_model=m.draft if method == "eagle3" else None)
+    return None
+
+
+def speculative_trial(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied,
+                      near: list[Deployment]) -> Recommendation | None:
+    """The first of ``near`` that meets every bound of ``ap`` with the model's speculation (``model_speculative``)."""
+    spec = model_speculative(adv, model)
+    if spec is None:
+        return None
+    for dep in near:
+        trial = dep.model_copy(update={"speculative": spec})
+        try:
+            adv.check_runnable(model, trial, req.workload, ["deployment"])
+        except InvalidRequest:
+            continue
+        rec, over = predicted_against(adv, model, req, ap, trial, {})
+        if not over:
+            return rec
+    return None
+
+
+def speculative_offer(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied,
+                      near: list[Deployment]) -> Recommendation | None:
+    """With speculative allowed: the first deployment closest to the bounds that meets them with speculation."""
+    return speculative_trial(adv, model, req, ap, near) if "speculative" in ap.constraints.allowed_levers else None
+
+
 def relax_levers(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied,
-                 nothing_fits: bool) -> list[Relaxation]:
-    """CPU offload when memory is the only obstacle (nothing allowed fits) and the request did not allow it."""
+                 nothing_fits: bool, near: list[Deployment] | None = None) -> list[Relaxation]:
+    """The levers the request did not allow, where one would make the answer feasible: CPU offload when
+    nothing allowed fits, speculative decoding on the deployments closest to the bounds."""
     cons = ap.constraints
+    out: list[Relaxation] = []
+    if near and "speculative" not in cons.allowed_levers:
+        rec = speculative_trial(adv, model, req, ap, near)
+        if rec is not None and rec.deployment.speculative is not None and rec.predicted is not None:
+            sp = rec.deployment.speculative
+            out.append(Relaxation(kind="speculative", value=sp.model_dump(exclude_none=True),
+                                  deployment=rec.deployment, detail=(
+                f"speculative decoding ({sp.method}, k={sp.num_speculative_tokens}) on {rec.deployment.replicas} x "
+                f"TP{rec.deployment.tp} {rec.deployment.gpu} meets every bound at about "
+                f"{rec.predicted.tpot_ms:.1f} ms TPOT; allow it with constraints.levers including speculative")))
     engines: list[str] = list(cons.engines or [OFFLOAD_ENGINE])
     if not nothing_fits or "cpu_offload" in cons.allowed_levers or OFFLOAD_ENGINE not in engines:
-        return []
+        return out
     gpus = cons.gpus or sorted(adv.gpus)
     dtypes = cons.weight_dtypes or list(DEFAULT_OFFLOAD_DTYPES)
     trials = [t for g in gpus for d in dtypes if (t := offload_trial(adv, model, req, ap, g, d)) is not None]
     if not trials:
-        return []
+        return out
     dep, tpot_s = min(trials, key=lambda t: t[1])
     gb = dep.cpu_offload_gb or 0.0
-    return [Relaxation(kind="cpu_offload", value=gb, deployment=dep, detail=(
+    return [*out, Relaxation(kind="cpu_offload", value=gb, deployment=dep, detail=(
         f"memory is the only obstacle: offloading {gb:g} GB per GPU to host memory fits it on one {dep.gpu} "
         f"({dep.weight_dtype}, {dep.engine}) at about {tpot_s * MS_PER_S:.0f} ms TPOT (the weights cross the host "
         "link every step); allow it with constraints.levers including cpu_offload"))]

@@ -63,3 +63,33 @@ def test_an_unknown_lever_is_a_422_listing_the_levers(client: TestClient) -> Non
     r = client.post("/v1/recommendations", json=body)
     assert r.status_code == 422
     assert "cpu_offload" in r.text and "prefix_cache" in r.text
+
+
+FAST: dict[str, Any] = {"model": "meta-llama/Llama-3.1-8B-Instruct",
+                        "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 1},
+                        "sla": {"tpot_ms": 5, "percentile": "mean"},
+                        "constraints": {"gpus": ["h100-sxm"], "max_gpus": 1, "weight_dtypes": ["bf16"]}}
+
+
+def test_speculation_is_named_when_it_would_meet_a_tpot_bound(client: TestClient) -> None:
+    # one h100-sxm decodes Llama-3.1-8B in bf16 at about 7 ms a token alone: 5 ms needs speculation
+    answer = client.post("/v1/recommendations", json=FAST).json()
+    assert answer["feasible"] is False
+    relax = next(r for r in answer["explanation"]["relaxations"] if r["kind"] == "speculative")
+    assert relax["value"] == {"method": "eagle3", "num_speculative_tokens": 3,
+                              "draft_model": "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3"}
+    pred = client.post("/v1/predictions", json={"model": FAST["model"], "deployment": relax["deployment"],
+                                                "workload": FAST["workload"]}).json()
+    assert pred["predicted"]["tpot_ms"] <= 5
+    assert f"about {pred['predicted']['tpot_ms']:.1f} ms TPOT" in relax["detail"]
+
+
+def test_speculation_is_used_when_allowed(client: TestClient) -> None:
+    body = copy.deepcopy(FAST)
+    body["constraints"]["levers"] = ["speculative"]
+    answer = client.post("/v1/recommendations", json=body).json()
+    assert answer["feasible"] is True
+    rec = answer["recommendations"][0]
+    assert rec["deployment"]["speculative"]["method"] == "eagle3"
+    assert rec["predicted"]["tpot_ms"] <= 5
+    assert "--speculative-config" in rec["launch"]["command"]
