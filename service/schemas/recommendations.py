@@ -200,7 +200,8 @@ class Closest(BaseModel):
 
 class Relaxation(BaseModel):
     kind: str = Field(description="ttft_ms | tpot_ms | e2e_ms | min_output_tok_s | concurrency | request_rate | "
-                      "max_usd_per_hour | max_gpus | weight_dtypes | gpus | deadline_hours")
+                      "max_usd_per_hour | max_gpus | weight_dtypes | gpus | deadline_hours | cpu_offload | "
+                      "speculative (the last two: a lever constraints.levers did not allow)")
     value: Any = Field(
         description="the relaxed value that makes a candidate feasible (a number in the kind's unit, or ids)")
     detail: str = Field(description="the relaxation in words")
