@@ -1,20 +1,26 @@
-"""Which checkpoint a launch serves: the model's own, a pre-quantised one, or the output of a quantisation
-step (the engine's quantisation tool: llm-compressor for vLLM, ModelOpt for TensorRT-LLM).
+"""Which checkpoint a launch serves: the model's own, a published pre-quantised one, or the output of a
+quantisation step (the engine's quantisation tool: llm-compressor for vLLM, ModelOpt for TensorRT-LLM).
 
-The original checkpoint serves FP16/BF16 (and vLLM's dynamic FP8); a repository whose name or catalog family
-marks it as already quantised serves its own weight dtype; any other weight dtype needs a quantisation step.
+What a model's release ships and which pre-quantised repositories of it exist are catalog data
+(``gpu_catalog/data/checkpoints.yaml``, ``gpu_catalog.checkpoints``). A 16-bit release serves FP16/BF16 (and
+vLLM's dynamic FP8) and is the input of every quantisation step; a release in another dtype (DeepSeek-V3/R1
+FP8, gpt-oss MXFP4 experts) serves its own dtype and the dtypes of its published checkpoints only: the
+engines' quantisation tools start from 16-bit weights.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
+from gpu_catalog.checkpoints import CheckpointCatalog, CheckpointSpec, load_checkpoints
 from gpu_catalog.schema import ModelSpec
 from service.engines.base import Context, Engine, name_tokens
 from service.engines.errors import CheckpointError
 
-# Tokens of a repository name that mark a checkpoint already quantised to a weight dtype
-# ("Qwen/Qwen3-30B-A3B-FP8", "hugging-quants/...-AWQ-INT4", "nvidia/Qwen3-32B-NVFP4", "...quantized.w4a16").
+# Tokens of a repository name that mark a checkpoint already quantised to a weight dtype, for repositories
+# neither the catalog nor checkpoints.yaml knows (their name is the only evidence of their format):
+# "someone/Model-FP8", "hugging-quants/...-AWQ-INT4", "...quantized.w4a16".
 _PREQUANT_NAME_TOKENS: dict[str, tuple[str, ...]] = {
     "nvfp4": ("nvfp4", "fp4"),
     "mxfp4": ("mxfp4",),
@@ -24,30 +30,49 @@ _PREQUANT_NAME_TOKENS: dict[str, tuple[str, ...]] = {
     "int8-sq": ("w8a8", "int8", "smoothquant"),
     "fp8": ("fp8",),
 }
-
-# Catalog families whose original checkpoint already ships quantised weights (catalog model notes:
-# DeepSeek-V3/R1 "weights ship as FP8 block-scaled", MiniMax-M2.5 "Weights released in FP8",
-# gpt-oss "Released weights are MXFP4 for the experts").
-_NATIVE_WEIGHT_DTYPE_BY_FAMILY = {
-    "deepseek-v3": "fp8", "deepseek-r1": "fp8", "minimax-m2.5": "fp8",
-    "gpt-oss-20b": "mxfp4", "gpt-oss-120b": "mxfp4",
-}
+_SIXTEEN_BIT = ("fp16", "bf16")
 
 # Output-directory suffix per quantised weight dtype: ./<repo basename>-<suffix>.
 CHECKPOINT_SUFFIX = {"fp8": "fp8", "int4-awq": "awq-int4", "int4-gptq": "gptq-int4", "int8-sq": "w8a8-int8",
                       "w4a8-awq": "w4a8-awq", "nvfp4": "nvfp4"}
 
 
+@lru_cache(maxsize=1)
+def checkpoint_catalog() -> CheckpointCatalog:
+    """The published checkpoints (gpu_catalog/data/checkpoints.yaml, validated against the shipped catalog)."""
+    return load_checkpoints()
+
+
 def checkpoint_weight_dtype(model_id: str, model: ModelSpec | None) -> str | None:
-    """The weight dtype a repo id already carries (from its name, or the catalog family's native format);
-    None for an ordinary 16-bit checkpoint."""
+    """The weight dtype a repo id already carries: a recorded checkpoint's, a catalog model's release dtype
+    (None for a 16-bit release), or for an unknown repository the dtype its name marks; None for 16-bit."""
+    ckpts = checkpoint_catalog()
+    recorded = ckpts.by_repo_id(model_id)
+    if recorded is not None:
+        return recorded.weight_dtype
+    if model is not None:
+        return ckpts.native_weight_dtype(model.id)
     tokens = name_tokens(model_id)
     for dtype, markers in _PREQUANT_NAME_TOKENS.items():
         if tokens.intersection(markers):
             return dtype
-    if model is not None:
-        return _NATIVE_WEIGHT_DTYPE_BY_FAMILY.get(model.family)
     return None
+
+
+def offered_weight_dtypes(model: ModelSpec | None) -> set[str] | None:
+    """The weight dtypes a catalog model can be offered in when its release is not 16-bit: the published ones
+    (no engine's quantisation step starts from its weights). None: any dtype a quantisation step produces."""
+    if model is None:
+        return None
+    ckpts = checkpoint_catalog()
+    if ckpts.ships_16bit(model.id):
+        return None
+    return ckpts.published_dtypes(model.id)
+
+
+def published_for(model: ModelSpec | None, weight_dtype: str) -> list[CheckpointSpec]:
+    """The recorded pre-quantised repositories of ``model`` in ``weight_dtype`` (file order)."""
+    return [] if model is None else checkpoint_catalog().for_model(model.id, weight_dtype)
 
 
 @dataclass
@@ -67,19 +92,34 @@ def output_dir(model_id: str, weight_dtype: str) -> str:
 def plan_checkpoint(ctx: Context, engine: Engine) -> Checkpoint:
     s, w = ctx.spec, ctx.weight.id
     if s.checkpoint:
+        recorded = checkpoint_catalog().by_repo_id(s.checkpoint)
+        if recorded is not None and recorded.weight_dtype != w:
+            raise CheckpointError(f"checkpoint {recorded.repo_id} holds {recorded.weight_dtype} weights, not {w}")
         return Checkpoint(served=s.checkpoint, local=s.checkpoint.startswith(("/", "./", "../")), notes=[
             f"Serving the named checkpoint {s.checkpoint}; it must already hold {ctx.weight.name} weights "
             "(its quantization config is read from the checkpoint)."])
     carried = checkpoint_weight_dtype(s.model_id, ctx.model)
-    if w in ("fp16", "bf16"):
-        if carried is not None:
-            raise CheckpointError(f"{s.model_id} ships {carried} weights, not {w}; name a 16-bit checkpoint "
-                                  f"in `checkpoint` or pick weight_dtype {carried}")
+    ships_16bit = carried is None and (ctx.model is None or checkpoint_catalog().ships_16bit(ctx.model.id))
+    if w in _SIXTEEN_BIT and ships_16bit:
         return Checkpoint(served=s.model_id, local=False)
     if carried == w:
         return Checkpoint(served=s.model_id, local=False, notes=[
             f"{s.model_id} is already a {ctx.weight.name} checkpoint: no quantisation step."])
-    if carried is not None:
-        raise CheckpointError(f"{s.model_id} already ships {carried} weights; re-quantising it to {w} is not "
-                              f"supported: name a {w} checkpoint in `checkpoint`")
-    return engine.plan_quantisation(ctx)
+    if ships_16bit:
+        return engine.plan_quantisation(ctx)
+    published = published_for(ctx.model, w)
+    if published:
+        c = published[0]
+        return Checkpoint(served=c.repo_id, local=False, notes=[
+            f"Serving {c.repo_id}, the {ctx.weight.name} checkpoint of {ctx.model.id if ctx.model else s.model_id} "
+            f"published by {c.producer} ({c.tool}): no quantisation step."])
+    choices = sorted(checkpoint_weight_dtypes(ctx.model, carried))
+    raise CheckpointError(f"{s.model_id} already ships {carried or 'non-16-bit'} weights and no {w} checkpoint of "
+                          f"it is published (no quantisation step starts from its weights): weight_dtype one of "
+                          f"{', '.join(choices) or 'its published checkpoints'}")
+
+
+def checkpoint_weight_dtypes(model: ModelSpec | None, carried: str | None) -> set[str]:
+    """The dtypes a model whose release is not 16-bit serves in: its release's and its published checkpoints'."""
+    out = offered_weight_dtypes(model) or set()
+    return out | ({carried} if carried else set())

@@ -52,7 +52,8 @@ def render_launch(adv: Advisor, model_id: str, dep: Deployment, settings: Resolv
         weight_dtype=dep.weight_dtype, kv_dtype=dep.kv_dtype, engine=dep.engine,
         engine_version=settings.engine_version, max_num_seqs=settings.max_num_seqs,
         max_num_batched_tokens=settings.max_num_batched_tokens, max_model_len=settings.max_model_len,
-        enable_chunked_prefill=a.enable_chunked_prefill, enable_prefix_caching=a.enable_prefix_caching)
+        enable_chunked_prefill=a.enable_chunked_prefill, enable_prefix_caching=a.enable_prefix_caching,
+        checkpoint=dep.checkpoint)
     spec = with_launch_levers(adv, spec, dep, wl, model)
     # the memory fraction goes in the setting the engine takes (settings.memory_fraction_flag names it)
     fraction: dict[str, Any] = {settings.memory_fraction_flag: settings.memory_fraction}

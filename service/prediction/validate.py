@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpu_catalog.schema import GpuSpec, ModelSpec
+from service.engines.checkpoints import checkpoint_catalog
 from service.engines.registry import foreign_memory_setting
 from service.errors import InvalidRequest, unknown_id_detail
 from service.prediction.inline_model import inline_model_spec
@@ -54,6 +55,21 @@ def check_ids(adv: Advisor, dep: Deployment, prefix: list[str | int]) -> GpuSpec
     return adv.gpus[dep.gpu]
 
 
+def check_checkpoint(model: ModelSpec, dep: Deployment, prefix: list[str | int]) -> None:
+    """A named checkpoint must be a published checkpoint of the model holding the deployment's weight dtype."""
+    if dep.checkpoint is None:
+        return
+    ckpts = checkpoint_catalog()
+    valid = [c.repo_id for c in ckpts.for_model(model.id, dep.weight_dtype)]
+    found = ckpts.by_repo_id(dep.checkpoint)
+    if found is None or found.model != model.id or found.weight_dtype != dep.weight_dtype:
+        what = ("not a recorded checkpoint" if found is None else
+                f"a checkpoint of {found.model}" if found.model != model.id else f"{found.weight_dtype} weights")
+        raise InvalidRequest([*prefix, "checkpoint"], f"checkpoint '{dep.checkpoint}' is {what}; published "
+                             f"{dep.weight_dtype} checkpoints of {model.id}: {', '.join(valid) or 'none'}",
+                             valid=valid)
+
+
 def check_runnable(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload, prefix: list[str | int]) -> None:
     """Raise InvalidRequest for a deployment the engine cannot start (not for one that merely does not fit)."""
     gpu = check_ids(adv, dep, prefix)
@@ -88,6 +104,7 @@ def check_runnable(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload
                              "of one node; set multi_node: true to span nodes with pipeline stages")
     if dep.ep is not None and not model.num_experts:
         raise InvalidRequest([*prefix, "ep"], f"{model.id} has no experts; ep applies to MoE models only")
+    check_checkpoint(model, dep, prefix)
     check_context(model, wl)
     max_len = dep.engine_args.max_model_len
     if max_len is not None and max_len < wl.input_tokens + wl.output_tokens:

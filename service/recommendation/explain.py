@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from service.prediction.advisor import Advisor
 
 CLOSEST_SHOWN = 3
+# Candidates predicted for them, at most (one that cannot be launched or meets every bound is passed over): a
+# bound on the work of an infeasible answer.
+CLOSEST_TRIED = 3 * CLOSEST_SHOWN
 
 
 def explain(adv: Advisor, cache: LayoutCache, model: ModelSpec, req: RecommendationRequest, ap: Applied, s: Scored,
@@ -73,11 +76,13 @@ def closest_deployments(adv: Advisor, model: ModelSpec, req: RecommendationReque
                                - 1.0)
     worst = np.where(s.fits & ~s.overloaded, worst, np.inf)
     order = ranking.first_per_group(np.argsort(worst, kind="stable").astype(np.int64), s.layout)
-    out = []
-    for i in order[:CLOSEST_SHOWN]:
-        if not np.isfinite(worst[i]):
+    out: list[Closest] = []
+    for i in order[:CLOSEST_TRIED]:
+        if not np.isfinite(worst[i]) or len(out) == CLOSEST_SHOWN:
             break
         rec, _ = predicted_against(adv, model, req, ap, deployment(s, int(i)), sims)
+        if rec.launch.error:
+            continue                # not a deployment that could be offered: no nearer miss
         p = rec.predicted
         values = verify.sla_values(p, ap.percentile)
         vs = []
@@ -96,6 +101,8 @@ def closest_deployments(adv: Advisor, model: ModelSpec, req: RecommendationReque
         if budget is not None and not (usd is not None and usd <= budget):
             vs.append(Violation(constraint="max_usd_per_hour", limit=budget, predicted=usd,
                                 over_by_pct=None if usd is None else round((usd / budget - 1) * 100, 1)))
+        if not vs:
+            continue                # its prediction meets every bound: what kept it out is not a bound
         out.append(Closest(deployment=rec.deployment, violations=vs,
                            predicted={"ttft_ms": values["ttft_ms"], "tpot_ms": values["tpot_ms"],
                                       "output_tok_s": p.output_tok_s, "usd_per_hour": usd}))

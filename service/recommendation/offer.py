@@ -96,9 +96,11 @@ def recommendation(adv: Advisor, model: ModelSpec, req: RecommendationRequest, a
 def predicted_against(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied, dep: Deployment,
                       sims: SimMemo) -> tuple[Recommendation, list[str]]:
     """``dep`` under ``req``'s workload as POST /v1/predictions predicts it, and the bounds of ``ap`` (SLA and
-    budget) its prediction breaks."""
+    budget) its prediction breaks ("launch: ..." when it cannot be launched)."""
     rec = recommendation(adv, model, req, ap, dep, 1, checked_launch(adv, req, dep, {}), None, sims)
     over = verify.tail_violations(rec, ap.sla, ap.percentile)
+    if rec.launch.error:        # what cannot be launched cannot be offered, whatever its prediction
+        over.append(f"launch: {rec.launch.error}")
     budget = ap.constraints.max_usd_per_hour
     if budget is not None and not (rec.cost.usd_per_hour is not None and rec.cost.usd_per_hour <= budget):
         over.append(f"USD {rec.cost.usd_per_hour} per hour > {budget:g}")

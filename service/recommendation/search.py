@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from service.engines.checkpoints import offered_weight_dtypes
 from service.errors import InvalidRequest
 from service.prediction.analytic import QUANTILES, analytic_ttft_quantile_s, load_of
 from service.prediction.validate import check_context, model_for
@@ -172,6 +173,9 @@ def space(adv: Advisor, cache: LayoutCache, req: RecommendationRequest, ap: Appl
         versions[e] = v
     max_q = QUALITY_RANK[ap.max_quality]
     wds = [w for w in wds if QUALITY_RANK[adv.weight_dtypes[w].quality] <= max_q]
+    offered = offered_weight_dtypes(adv.catalog.resolve_model(model.id))
+    if offered is not None:     # a release that is not 16-bit: its published dtypes only
+        wds = [w for w in wds if w in offered]
     kvs = [k for k in kvs if QUALITY_RANK[adv.kv_dtypes[k].quality] <= max_q]
     max_gpus = int(cons.max_gpus or DEFAULT_MAX_GPUS)
     load = load_of(wl)

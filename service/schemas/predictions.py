@@ -203,6 +203,11 @@ class Deployment(_Body):
     ep: int | None = Field(default=None, ge=1, le=MAX_PARALLEL,
                            description="MoE expert-parallel size within a replica (default: experts split by tp)")
     weight_dtype: str = Field(default="bf16", description="weight dtype id (GET /v1/quantizations)")
+    checkpoint: str | None = Field(
+        default=None, max_length=200,
+        description="Hugging Face id of a published pre-quantised checkpoint of the model to serve (one listed "
+        "in gpu_catalog/data/checkpoints.yaml for the model, holding weight_dtype weights); default: the model's "
+        "own release, or the published checkpoint or quantisation step of weight_dtype")
     kv_dtype: str = Field(default="auto", description="KV-cache dtype id")
     engine: Literal["vllm", "trtllm"] = Field(
         default="vllm", description="serving engine: vllm or trtllm (TensorRT-LLM)")

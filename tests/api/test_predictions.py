@@ -237,3 +237,15 @@ def test_one_token_outputs_have_no_simulated_tpot(client: TestClient) -> None:
     sim = p["simulation"]
     assert sim["tpot_ms"] is None and sim["itl_ms"] is None and sim["ttft_ms"]["p99"] > 0
     assert p["tpot_p99_ms"] == p["tpot_ms"]                          # no gap to simulate: the analytic figure
+
+
+def test_a_named_checkpoint_is_served_and_an_unknown_one_is_refused_with_the_choices(client: TestClient) -> None:
+    body = {"model": "deepseek-ai/DeepSeek-R1",
+            "deployment": {"gpu": "b200", "tp": 8, "weight_dtype": "nvfp4", "engine": "trtllm",
+                           "checkpoint": "nvidia/DeepSeek-R1-FP4"},
+            "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 16}}
+    launch = predict(client, body)["launch"]
+    assert launch["args"][0] == "nvidia/DeepSeek-R1-FP4" and not launch["steps"]
+    bad = client.post("/v1/predictions", json=with_(body, "deployment", checkpoint="amd/DeepSeek-R1-MXFP4"))
+    assert bad.status_code == 422 and bad.json()["field"] == ["deployment", "checkpoint"]
+    assert "nvidia/DeepSeek-R1-FP4" in bad.json()["valid"]

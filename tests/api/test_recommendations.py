@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 CHAT_8B: dict[str, Any] = {
     "model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -256,3 +258,34 @@ def test_inline_models_of_other_shapes_get_their_own_layouts(client: TestClient)
 
     assert 8 in tps(48)
     assert 8 not in tps(36) and tps(36)
+
+
+def test_deepseek_v3_chat_is_offered_at_its_published_fp8(client: TestClient) -> None:
+    # DeepSeek-V3 ships FP8 and nobody publishes another dtype of it (checkpoints.yaml): 32 chat users, nothing
+    # pinned, get FP8 deployments that serve the release as it is
+    body = recommend(client, {"model": "deepseek-ai/DeepSeek-V3", "scenario": "chat",
+                              "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 32}})
+    assert body["feasible"] is True
+    for r in body["recommendations"]:
+        assert r["deployment"]["weight_dtype"] == "fp8" and not r["launch"]["steps"]
+        assert r["launch"]["args"][0] == "deepseek-ai/DeepSeek-V3"
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(model=st.sampled_from(["deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1", "openai/gpt-oss-20b",
+                              "meta-llama/Llama-3.1-8B-Instruct"]),
+       ttft=st.floats(1, 100), gpus=st.sampled_from([["h100-sxm"], ["b200", "h200-sxm"], ["l4", "a100-80gb-sxm"]]))
+def test_closest_candidates_each_break_a_bound_and_relaxations_can_be_offered(
+        client: TestClient, model: str, ttft: float, gpus: list[str]) -> None:
+    workload = {"input_tokens": 4096, "output_tokens": 256, "concurrency": 64}
+    body = recommend(client, {"model": model, "scenario": "chat", "sla": {"ttft_ms": ttft}, "workload": workload,
+                              "constraints": {"gpus": gpus}})
+    if body["feasible"]:
+        return
+    ex = body["explanation"]
+    assert all(c["violations"] for c in ex["closest"])
+    for r in ex["relaxations"]:
+        if r.get("deployment"):
+            launch = client.post("/v1/predictions", json={"model": model, "deployment": r["deployment"],
+                                                          "workload": workload}).json()["launch"]
+            assert not launch.get("error"), (r["kind"], launch)

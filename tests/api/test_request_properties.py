@@ -58,3 +58,6 @@ def test_any_recommendation_is_answered(client: TestClient, model: str, gpus: li
         body = r.json()
         assert body["feasible"] == bool(body["recommendations"])
         assert body["feasible"] or body["explanation"]["summary"]
+        if not body["feasible"]:
+            # a candidate listed as closest to the bounds is one that misses some bound
+            assert all(c["violations"] for c in body["explanation"]["closest"])

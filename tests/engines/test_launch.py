@@ -417,6 +417,20 @@ def test_prequantised_checkpoints_are_served_as_they_are(catalog: Catalog) -> No
     assert trt["args"][0] == "nvidia/Llama-3.1-8B-Instruct-FP8" and not trt["steps"]
 
 
+def test_a_release_that_ships_fp8_serves_its_published_dtypes_only(catalog: Catalog) -> None:
+    # checkpoints.yaml: DeepSeek-R1 ships FP8, NVIDIA publishes NVFP4 checkpoints of it; DeepSeek-V3 has none
+    fp8 = render_launch(_spec(model_id="deepseek-ai/DeepSeek-R1", gpu_id="h200-sxm", tp=8, weight_dtype="fp8"), catalog)
+    assert fp8["args"][0] == "deepseek-ai/DeepSeek-R1" and not fp8["steps"] and "--quantization" not in fp8["args"]
+    fp4 = render_launch(_spec(model_id="deepseek-ai/DeepSeek-R1", gpu_id="b200", tp=8, weight_dtype="nvfp4"),
+                        catalog)
+    assert fp4["args"][0] == "nvidia/DeepSeek-R1-FP4" and not fp4["steps"]
+    with pytest.raises(CheckpointError, match=r"weight_dtype one of fp8$"):
+        render_launch(_spec(model_id="deepseek-ai/DeepSeek-V3", gpu_id="b200", tp=8, weight_dtype="nvfp4"), catalog)
+    with pytest.raises(CheckpointError, match="holds nvfp4 weights, not fp8"):
+        render_launch(_spec(model_id="deepseek-ai/DeepSeek-R1", gpu_id="h200-sxm", tp=8, weight_dtype="fp8",
+                            checkpoint="nvidia/DeepSeek-R1-FP4"), catalog)
+
+
 def test_trtllm_modelopt_step(catalog: Catalog) -> None:
     out = render_launch(_spec(engine="trtllm", weight_dtype="int4-awq", gpu_id="a100-80gb-sxm"), catalog)
     ptq = shlex.split(out["steps"][-1]["command"])
