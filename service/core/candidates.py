@@ -44,6 +44,12 @@ class Candidates:
     # closed loop: share of the measured requests sent in the first wave (every client at once): clients /
     # requests of a benchmark run, 0 in a steady state (the default of a prediction)
     first_wave_share: F
+    # attention data-parallel ranks per replica (each its own batch and KV cache, the experts shared); None: 1
+    dp: F | None = None
+
+    def __post_init__(self) -> None:
+        if self.dp is None:
+            self.dp = np.ones(len(self.tp))
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])

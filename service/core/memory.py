@@ -80,6 +80,13 @@ class Static:
     offload_bytes: F | float = 0.0         # weight bytes per GPU streamed from host memory every forward pass
     host_link_bytes_s: F | float = 1.0     # host-to-GPU bandwidth, bytes/s (used only with offload_bytes)
 
+    # attention data parallelism and expert parallelism (service/core/moe_layout.py): DP ranks per replica
+    # (``replicas`` counts DP ranks: each serves its own share of the load), and the bytes one GPU sends in
+    # the expert all-to-all (dispatch + combine, all MoE layers of its stage) per token of its DP rank
+    dp: F | None = None
+    a2a_bytes_tok: F | None = None
+    a2a_count: F | None = None   # all-to-alls per forward pass of the replica (dispatch + combine per MoE layer)
+
     def has_levers(self) -> bool:
         """Whether any lever is set (without one the step model is exactly the plain one)."""
         return bool(np.any(self.spec_tokens) or np.any(self.prefix_hit_rate) or np.any(self.offload_bytes))
@@ -146,6 +153,17 @@ def capacity(t: Tables, c: Candidates, weights: F, overhead: F, runnable: B_, se
         cap_mean=np.maximum(np.minimum(np.floor(kv_pool / np.maximum(seq_mean, 1.0)), c.max_num_seqs), 1.0))
 
 
+def a2a_bytes_per_token(t: Tables, c: Candidates, dp: F) -> F:
+    """Bytes one GPU sends in the expert all-to-all per token of its DP rank, all MoE layers of its stage:
+    ``moe_layout.all_to_all_bytes_per_step_per_rank`` per token (per-expert routing, BF16 dispatch and
+    combine). The token is split over its rank's ``tp`` GPUs, sent to ``k (ep - 1) / ep`` remote groups on
+    average, to each of a group's ``moe_tp = tp x dp / ep`` GPUs. 0 without expert parallelism."""
+    m = c.model
+    ep = np.maximum(c.ep, 1.0)
+    copies = t.experts_per_token[m] * (ep - 1.0) / ep * (c.tp * dp / ep)
+    return np.where(ep > 1.0, copies / c.tp * t.hidden[m] * 2.0 * t.act_bytes * t.moe_layers[m] / c.pp, 0.0)
+
+
 def static_terms(t: Tables, c: Candidates) -> Static:
     """Memory, capacity and operation counts of each candidate (parameter-free)."""
     m, g = c.model, c.gpu
@@ -162,7 +180,9 @@ def static_terms(t: Tables, c: Candidates) -> Static:
     runnable = gemm > 0
 
     w_bytes_per_param = t.w_bits[c.wdtype] / 8.0
-    expert_bytes = t.expert_params[m] * w_bytes_per_param / (np.maximum(tp, c.ep) * pp)
+    dp = c.dp if c.dp is not None else np.ones_like(tp)
+    # the routed experts of a stage are spread over all tp x dp GPUs of it, whatever the EP split
+    expert_bytes = t.expert_params[m] * w_bytes_per_param / (np.maximum(tp * dp, c.ep) * pp)
     dense_bytes = ((t.linear_params[m] - t.expert_params[m]) * w_bytes_per_param
                    + t.embedding_params[m] * t.act_bytes) / n_gpu
     weights = dense_bytes + expert_bytes
@@ -188,7 +208,7 @@ def static_terms(t: Tables, c: Candidates) -> Static:
     # an offline job's first wave is the batch each replica admits at once, of the job's requests (its load; a
     # job that does not say: ASSUMED_REQUESTS_PER_CLIENT per sequence admitted, as a closed-loop run)
     first_wave = np.where(c.mode == MODE_OFFLINE,
-                          np.where(c.load > 0, np.minimum(cap_mean * np.maximum(c.replicas, 1.0)
+                          np.where(c.load > 0, np.minimum(cap_mean * np.maximum(c.replicas, 1.0) * dp
                                                           / np.maximum(c.load, 1.0), 1.0),
                                    1.0 / ASSUMED_REQUESTS_PER_CLIENT), c.first_wave_share)
 
@@ -202,7 +222,7 @@ def static_terms(t: Tables, c: Candidates) -> Static:
         attn_flops_s=np.maximum(t.flops[g, 0], 1.0), bw_bytes_s=t.bw_bytes_s[g], link_bytes_s=t.link_bytes_s[g],
         weights=weights, dense_weights=dense_bytes, expert_weights=expert_bytes, activations=activations,
         overhead=overhead, kv_pool=kv_pool, seq_full=seq_full, seq_mean=seq_mean, max_conc_replica=max_conc,
-        cap_mean=cap_mean, isl=isl, osl=osl, tp=tp, pp=pp, n_gpu=n_gpu, replicas=np.maximum(c.replicas, 1.0),
+        cap_mean=cap_mean, isl=isl, osl=osl, tp=tp, pp=pp, n_gpu=n_gpu, replicas=np.maximum(c.replicas, 1.0) * dp,
         max_batched_tok=c.max_batched_tok, mode=c.mode, load=c.load, lin_flops_tok=lin_tok, dec_flops_tok=dec_tok,
         attn_prefill_flops=attn_prefill, ar_bytes_tok=hidden * t.act_bytes,
         ar_count=np.where(tp > 1, 2.0 * t.layers[m], 0.0), ar_ring_factor=2.0 * (tp - 1.0) / tp,
@@ -210,4 +230,5 @@ def static_terms(t: Tables, c: Candidates) -> Static:
         kv_tok_layer_bytes=kv_tok_layer, full_layers=full_l, window_layers=win_l, window_tok=win,
         heads_dims=heads_dims, dec_fixed_flops_tok=dec_fixed, max_num_seqs=c.max_num_seqs,
         context_tok=np.maximum(c.context_tok, 1.0), first_wave_share=first_wave,
+        dp=dp, a2a_bytes_tok=a2a_bytes_per_token(t, c, dp), a2a_count=np.where(c.ep > 1.0, 2.0 * t.moe_layers[m], 0.0),
     )

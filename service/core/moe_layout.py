@@ -42,8 +42,10 @@ Routing = Literal["per_expert", "per_rank"]
 class LayoutError(ValueError):
     """The layout cannot run the model: names the field and the valid choices."""
 
-    def __init__(self, field_name: str, message: str) -> None:
+    def __init__(self, field_name: str, message: str, valid: list[int] | None = None) -> None:
         self.field = field_name
+        self.message = message
+        self.valid = valid
         super().__init__(f"{field_name}: {message}")
 
 
@@ -74,12 +76,15 @@ def check_layout(m: ModelSpec, layout: Layout) -> None:
     if layout.pp > m.num_layers:
         raise LayoutError("pp", f"at most num_layers = {m.num_layers} pipeline stages")
     if layout.ep > 1 and not m.num_experts:
-        raise LayoutError("ep", f"{m.id} is dense: expert parallelism needs an MoE model (ep must be 1)")
+        raise LayoutError("ep", f"{m.id} is dense: expert parallelism needs an MoE model (ep must be 1)", [1])
     if (layout.tp * layout.dp) % layout.ep:
         choices = [d for d in range(1, layout.tp * layout.dp + 1) if (layout.tp * layout.dp) % d == 0]
-        raise LayoutError("ep", f"must divide tp x dp = {layout.tp * layout.dp}; valid: {choices}")
+        raise LayoutError("ep", f"must divide tp x dp = {layout.tp * layout.dp}; valid: {choices}", choices)
     if m.num_experts and m.num_experts % layout.ep:
-        raise LayoutError("ep", f"must divide the {m.num_experts} routed experts of {m.id}")
+        choices = [d for d in range(1, layout.tp * layout.dp + 1)
+                   if (layout.tp * layout.dp) % d == 0 and m.num_experts % d == 0]
+        raise LayoutError("ep", f"must divide the {m.num_experts} routed experts of {m.id}; valid: {choices}",
+                          choices)
 
 
 @dataclass(frozen=True)
@@ -290,44 +295,9 @@ def routed_expert_bytes_read_per_step_per_rank(
 
 @dataclass(frozen=True)
 class EngineParallelSettings:
-    """How an engine spells a layout: command-line flags and (TensorRT-LLM) extra-options YAML keys."""
+    """How an engine spells a layout: command-line flags and (TensorRT-LLM) extra-options YAML keys (each
+    engine module's ``parallel_settings`` gives them, or a ``LayoutError`` naming the field it cannot
+    express)."""
 
     flags: dict[str, int | bool]
     yaml_keys: dict[str, int | bool]
-
-
-def engine_parallel_settings(engine: str, layout: Layout) -> EngineParallelSettings:
-    """The flags and YAML keys that launch ``layout`` on ``engine`` (``vllm`` or ``trtllm``); ``LayoutError``
-    naming the field when the engine cannot express it.
-
-    vLLM: each DP rank runs ``--tensor-parallel-size`` GPUs; its MoE layers form one group of ``dp x tp`` GPUs,
-    expert-parallel with ``--enable-expert-parallel`` (vLLM docs, serving/data_parallel_deployment.md), so
-    ``ep`` is 1 or ``tp x dp``. TensorRT-LLM: ``tensor_parallel_size`` counts every GPU of a stage; with
-    ``enable_attention_dp`` each of them is an attention DP rank (NVIDIA's DeepSeek-R1 example: ``--tp_size 8
-    --ep_size 8`` with ``enable_attention_dp: true``), and no 1.2 YAML key sets an attention TP size inside a DP
-    rank, so ``dp > 1`` needs ``tp = 1``; the experts split as ``moe_expert_parallel_size x
-    moe_tensor_parallel_size``."""
-    if engine == "vllm":
-        if layout.ep not in (1, layout.tp * layout.dp):
-            raise LayoutError(
-                "ep", f"vLLM splits experts over all tp x dp GPUs or none: valid: [1, {layout.tp * layout.dp}]"
-            )
-        flags: dict[str, int | bool] = {"--tensor-parallel-size": layout.tp, "--pipeline-parallel-size": layout.pp}
-        if layout.dp > 1:
-            flags["--data-parallel-size"] = layout.dp
-        if layout.ep > 1:
-            flags["--enable-expert-parallel"] = True
-        return EngineParallelSettings(flags=flags, yaml_keys={})
-    if engine == "trtllm":
-        if layout.dp > 1 and layout.tp > 1:
-            raise LayoutError("tp", "TensorRT-LLM runs attention data parallelism with one GPU per DP rank: valid: [1]")
-        world = layout.tp * layout.dp
-        yaml_keys: dict[str, int | bool] = {
-            "moe_expert_parallel_size": layout.ep,
-            "moe_tensor_parallel_size": world // layout.ep,
-        }
-        if layout.dp > 1:
-            yaml_keys["enable_attention_dp"] = True
-        # the expert split goes in the YAML only (it overrides the CLI; one spelling per setting)
-        return EngineParallelSettings(flags={"--tp_size": world, "--pp_size": layout.pp}, yaml_keys=yaml_keys)
-    raise LayoutError("engine", f"unknown engine '{engine}'; valid: ['trtllm', 'vllm']")

@@ -143,6 +143,11 @@ def step_model(s: Static, p: Params) -> StepModel:
     bw = s.bw_bytes_s * p.eff_bw
     link = s.link_bytes_s * p.comm_eff
     comm_per_tok = s.ar_count * s.ar_ring_factor * s.ar_bytes_tok / link
+    # expert all-to-all (attention DP / expert parallelism): bytes per token of a DP rank over the link, and a
+    # collective's latency for each dispatch and combine of the stage's MoE layers
+    a2a_tok = (s.a2a_bytes_tok if s.a2a_bytes_tok is not None else 0.0) / link
+    a2a_fixed = (s.a2a_count if s.a2a_count is not None else 0.0) / pp * p.allreduce_latency_s
+    comm_per_tok = comm_per_tok + a2a_tok * pp
     # marginal replica time of one prompt token inside a full pipeline (chunks mixed into decode steps)
     c_prefill = (s.lin_flops_tok / gemm_rate + s.attn_prefill_flops / isl / attn_rate) / s.n_gpu + comm_per_tok / pp
     # one prompt alone: all stages in turn, weights read once per stage
@@ -150,6 +155,9 @@ def step_model(s: Static, p: Params) -> StepModel:
     pp_handoff = (pp - 1.0) * p.allreduce_latency_s
     with np.errstate(divide="ignore"):
         log_miss = np.log(1.0 - s.experts_per_token / s.experts)   # -inf for dense models (every expert)
+    if s.dp is not None:
+        # all DP ranks' tokens meet in the MoE layers: a step of b sequences per rank routes b x dp tokens
+        log_miss = log_miss * s.dp
     sm = StepModel(
         s=s, pp=pp, gemm_rate_flops_s=gemm_rate, attn_rate_flops_s=attn_rate, bw_bytes_s=bw, link_bytes_s=link,
         comm_per_tok_s=comm_per_tok, ar_latency_s=s.ar_count * p.allreduce_latency_s, pp_handoff_s=pp_handoff,
@@ -157,8 +165,8 @@ def step_model(s: Static, p: Params) -> StepModel:
         prefill_compute_s=prefill_compute, prefill_alone_s=prefill_compute, log_miss=log_miss,
         moe=s.expert_weights > 0, dense_s=s.dense_weights / bw, expert_s=s.expert_weights / bw,
         seq_s=s.seq_mean / bw, flop_s_seq=s.dec_flops_tok / (s.n_gpu * gemm_rate),
-        comm_fixed_s=(s.ar_count / pp) * p.allreduce_latency_s,
-        comm_seq_s=(s.ar_count / pp) * s.ar_ring_factor * s.ar_bytes_tok / link,
+        comm_fixed_s=(s.ar_count / pp) * p.allreduce_latency_s + a2a_fixed,
+        comm_seq_s=(s.ar_count / pp) * s.ar_ring_factor * s.ar_bytes_tok / link + a2a_tok,
         step_fixed_s=pp_handoff + p.step_overhead_s, step_overhead_s=p.step_overhead_s, ttft_fixed_s=p.ttft_fixed_s)
     sm.prefill_alone_s = sm.prefill_only_s(prefill_compute, isl)
     return with_levers(sm) if s.has_levers() else sm

@@ -41,6 +41,7 @@ class Tables:
     lm_head_params: F
     embedding_params: F         # input embedding + untied LM head, stored in 16 bits
     num_experts: F
+    moe_layers: F               # layers whose MLP is routed experts (0 for dense models)
     experts_per_token: F
     mlp_width: F                # MLP intermediate elements one token materialises
     kv_elems_per_layer: F       # K+V elements per token per full-attention layer (whole model)
@@ -109,7 +110,9 @@ def build_tables(catalog: Catalog, constants: CostConstants, extra_models: list[
         active_linear_params=arr([max(x.active_params - x.embedding_params, 0.5 * x.active_params) for x in a]),
         expert_params=arr([x.expert_params for x in a]), lm_head_params=arr([x.lm_head_params for x in a]),
         embedding_params=arr([min(x.embedding_params, 0.5 * x.total_params) for x in a]),
-        num_experts=arr([x.num_experts for x in a]), experts_per_token=arr([x.experts_per_token for x in a]),
+        num_experts=arr([x.num_experts for x in a]),
+        moe_layers=arr([m.num_layers - (getattr(m, "first_k_dense_layers", None) or 0) if m.num_experts else 0
+                        for m in models]), experts_per_token=arr([x.experts_per_token for x in a]),
         mlp_width=arr(mlp), kv_elems_per_layer=arr([x.kv_elems_per_token_per_layer for x in a]),
         is_mla=np.asarray([x.is_mla for x in a]), full_layers=arr([x.full_attn_layers for x in a]),
         window_layers=arr([x.window_layers for x in a]), window_tokens=arr([x.window_tokens for x in a]),

@@ -11,10 +11,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import EngineSpec, GpuSpec, KvDtypeSpec, ModelSpec, WeightDtypeSpec
+from service.core.moe_layout import Layout, LayoutError, weight_bytes_per_rank
 from service.engines.errors import LaunchError
 from service.engines.vocabulary import Vocabulary, check_flag, vocabulary
+from service.units import GB_BYTES
 
 if TYPE_CHECKING:
+    from service.core.moe_layout import EngineParallelSettings
     from service.engines.checkpoints import Checkpoint
 
 DEFAULT_PORT = 8000
@@ -48,6 +51,8 @@ class LaunchSpec:
     enable_chunked_prefill: bool | None = None
     enable_prefix_caching: bool | None = None
     checkpoint: str | None = None   # a pre-quantised checkpoint the user names; None = derive from model_id
+    dp: int = 1                     # attention data-parallel ranks per replica
+    ep: int | None = None           # expert-parallel size (None: the engine's rule for the TP group)
     port: int = DEFAULT_PORT
     speculative: SpeculativeLaunch | None = None    # speculative decoding (docs/levers.md)
     cpu_offload_gb: float | None = None             # weights per GPU in host memory, GB (1e9 bytes)
@@ -112,7 +117,7 @@ def check_values(ctx: Context) -> None:
     s = ctx.spec
     if not s.model_id.strip():
         raise LaunchError("model_id is empty")
-    for name, value in (("tp", s.tp), ("pp", s.pp), ("replicas", s.replicas)):
+    for name, value in (("tp", s.tp), ("pp", s.pp), ("dp", s.dp), ("replicas", s.replicas)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise LaunchError(f"{name} must be an integer >= 1, got {value!r}")
     for name, opt in (("max_num_seqs", s.max_num_seqs), ("max_num_batched_tokens", s.max_num_batched_tokens),
@@ -139,6 +144,12 @@ def check_model_fit(ctx: Context) -> None:
         raise LaunchError(f"max_model_len {s.max_model_len} exceeds the {m.max_position_embeddings}-token "
                           f"context of {m.id}")
     weights_gb_per_gpu = m.total_params_b * ctx.weight.bits_per_weight / 8 / (s.tp * s.pp)
+    if s.dp > 1 or s.ep is not None:    # the experts are shared by the DP ranks: moe_layout's split per GPU
+        layout = Layout(tp=s.tp, pp=s.pp, dp=s.dp, ep=s.ep or 1)
+        try:
+            weights_gb_per_gpu = weight_bytes_per_rank(m, layout, ctx.weight.bits_per_weight).total_bytes / GB_BYTES
+        except LayoutError as exc:
+            raise LaunchError(str(exc)) from exc
     if weights_gb_per_gpu >= ctx.gpu.memory_gb:
         raise LaunchError(f"the {ctx.weight.name} weights of {m.id} need {weights_gb_per_gpu:.1f} GB per GPU at "
                           f"tp={s.tp} pp={s.pp}, more than the {ctx.gpu.memory_gb:g} GB of a {ctx.gpu.name}")
@@ -237,6 +248,10 @@ class Engine(Protocol):
 
     def plan_quantisation(self, ctx: Context) -> Checkpoint:
         """The quantisation steps that turn a 16-bit checkpoint into one of ``ctx.weight``."""
+        ...
+
+    def parallel_settings(self, layout: Layout) -> EngineParallelSettings:
+        """The flags and YAML keys of ``layout`` (``LayoutError`` naming the field the engine cannot express)."""
         ...
 
     def render(self, ctx: Context, ckpt: Checkpoint, notes: list[str]) -> Rendered:

@@ -62,7 +62,7 @@ def docker_line(ctx: Context, engine: Engine, image: str, args: list[str], gpus:
 
 def placements(ctx: Context, count: int) -> list[tuple[int, list[int], int]]:
     """(node, GPU indices, host port) of each of `count` servers of tp*pp GPUs packed onto nodes."""
-    per_server = ctx.spec.tp * ctx.spec.pp
+    per_server = ctx.spec.tp * ctx.spec.pp * ctx.spec.dp
     per_node = max(ctx.gpu.max_gpus_per_node // per_server, 1)
     out = []
     for i in range(count):

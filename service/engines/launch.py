@@ -55,7 +55,7 @@ def render_launch(spec: LaunchSpec, catalog: Catalog, vocab_dir: Path | None = N
     if image_note:
         notes.append(image_note)
     replicas = rendered.replicas
-    gpus_per_server = spec.tp * spec.pp * (replicas.count if replicas.mode == "data-parallel" else 1)
+    gpus_per_server = spec.tp * spec.pp * spec.dp * (replicas.count if replicas.mode == "data-parallel" else 1)
     if gpus_per_server > ctx.gpu.max_gpus_per_node:
         notes.append(f"One server spans {gpus_per_server} GPUs, more than the {ctx.gpu.max_gpus_per_node} of one "
                      f"{ctx.gpu.name} node: it needs {engine.multi_node_launcher}; the single-node container line "
@@ -107,10 +107,10 @@ def _replicas(ctx: Context, engine: Engine, rendered: Rendered, image: str,
         servers.append({"replica": i, "node": node, "gpus": gpu_list, "host_port": host_port,
                         "command": command, "container": container_line})
     out["how"] = (
-        f"{replicas.count} separate servers of {spec.tp * spec.pp} GPU(s) each "
+        f"{replicas.count} separate servers of {spec.tp * spec.pp * spec.dp} GPU(s) each "
         f"({engine.separate_servers_reason(ctx)}), behind an HTTP load "
         "balancer (nginx/Envoy, or a Kubernetes Service over a Deployment with replicas: "
-        f"{replicas.count}, each pod requesting {spec.tp * spec.pp} GPU(s) and running `args`). "
+        f"{replicas.count}, each pod requesting {spec.tp * spec.pp * spec.dp} GPU(s) and running `args`). "
         "`servers` lists a packing onto nodes: one command and container line per replica.")
     out["servers"] = servers
     return out, servers[0]["container"]

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from gpu_catalog.schema import GpuSpec
+from service.core.moe_layout import EngineParallelSettings, Layout, LayoutError
 from service.engines import modelopt
 from service.engines.base import Argv, Context, LaunchSpec, Rendered, Replicas, dtype16, expert_parallel
 from service.engines.checkpoints import Checkpoint
@@ -28,6 +29,30 @@ TRTLLM_EXTRA_OPTIONS_FILE = "extra_llm_api_options.yaml"
 # PyYAML's libyaml emitter where it is built in (the wheels have it): the same text as safe_dump (the golden
 # TRT-LLM launches check it), without the pure-Python emitter's cost on every rendered launch
 _YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def parallel_settings(layout: Layout) -> EngineParallelSettings:
+    """The `trtllm-serve` flags and extra-options YAML keys of ``layout``. ``tensor_parallel_size`` counts every
+    GPU of a stage; with ``enable_attention_dp`` each of them is an attention DP rank (NVIDIA's DeepSeek-R1
+    example: ``--tp_size 8 --ep_size 8`` with ``enable_attention_dp: true``), and no 1.2 YAML key sets an
+    attention TP size inside a DP rank, so ``dp > 1`` needs ``tp = 1``; the experts split as
+    ``moe_expert_parallel_size x moe_tensor_parallel_size`` (YAML only: one spelling per setting)."""
+    if layout.dp > 1 and layout.tp > 1:
+        raise LayoutError("tp", "TensorRT-LLM runs attention data parallelism with one GPU per DP rank: valid: [1]",
+                          [1])
+    world = layout.tp * layout.dp
+    yaml_keys: dict[str, int | bool] = {
+        "moe_expert_parallel_size": layout.ep,
+        "moe_tensor_parallel_size": world // layout.ep,
+    }
+    if layout.dp > 1:
+        yaml_keys["enable_attention_dp"] = True
+    return EngineParallelSettings(flags={"--tp_size": world, "--pp_size": layout.pp}, yaml_keys=yaml_keys)
+
+
+def _layout(ctx: Context) -> Layout:
+    s = ctx.spec
+    return Layout(tp=s.tp, pp=s.pp, dp=s.dp, ep=s.ep or 1)
 
 
 class TrtLlm:
@@ -57,6 +82,9 @@ class TrtLlm:
 
     def plan_quantisation(self, ctx: Context) -> Checkpoint:
         return modelopt.plan(ctx)
+
+    def parallel_settings(self, layout: Layout) -> EngineParallelSettings:
+        return parallel_settings(layout)
 
     def render(self, ctx: Context, ckpt: Checkpoint, notes: list[str]) -> Rendered:
         spec = ctx.spec
@@ -103,6 +131,12 @@ class TrtLlm:
         if s.enable_chunked_prefill is not None and s.enable_chunked_prefill != vocab.yaml_default(
                 "enable_chunked_prefill"):
             options["enable_chunked_prefill"] = s.enable_chunked_prefill
+        if s.dp > 1 or s.ep is not None:
+            options.update(parallel_settings(_layout(ctx)).yaml_keys)
+            if s.dp > 1:
+                notes.append(f"Attention data parallelism: {s.dp} DP ranks of one GPU each (enable_attention_dp), "
+                             "each with its own batch and KV cache; the MoE layers split the experts as "
+                             "moe_expert_parallel_size x moe_tensor_parallel_size.")
         graph_batch = min(max_batch_size, _CUDA_GRAPH_MAX_BATCH)
         options["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": graph_batch}
         notes.append(f"CUDA graphs are captured for padded batch sizes up to {graph_batch} "
@@ -136,11 +170,8 @@ class TrtLlm:
         return config
 
 
-    def _args(self, ctx: Context, ckpt: Checkpoint, port: int, notes: list[str]) -> list[str]:
-        s, vocab = ctx.spec, ctx.vocab
-        argv = Argv(vocab, ckpt.served)
-        if vocab.flag_default("--backend") != "pytorch":
-            argv.add("--backend", "pytorch")
+    def _tp_pp_args(self, ctx: Context, argv: Argv, notes: list[str]) -> None:
+        s = ctx.spec
         if s.tp > 1:
             argv.add("--tp_size", s.tp)
         if s.pp > 1:
@@ -149,6 +180,18 @@ class TrtLlm:
             argv.add("--ep_size", s.tp)
             notes.append(f"Expert parallelism: EP={s.tp} over the TP group (moe_expert_parallel_size), whole experts "
                          "per GPU.")
+
+    def _args(self, ctx: Context, ckpt: Checkpoint, port: int, notes: list[str]) -> list[str]:
+        s, vocab = ctx.spec, ctx.vocab
+        argv = Argv(vocab, ckpt.served)
+        if vocab.flag_default("--backend") != "pytorch":
+            argv.add("--backend", "pytorch")
+        if s.dp > 1 or s.ep is not None:
+            for flag, value in parallel_settings(_layout(ctx)).flags.items():
+                if value != vocab.flag_default(flag):
+                    argv.add(flag, value)
+        else:
+            self._tp_pp_args(ctx, argv, notes)
         if s.max_num_seqs is not None and s.max_num_seqs != vocab.flag_default("--max_batch_size"):
             argv.add("--max_batch_size", s.max_num_seqs)
         if s.max_num_batched_tokens is not None and s.max_num_batched_tokens != vocab.flag_default("--max_num_tokens"):

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from gpu_catalog.schema import GpuSpec
+from service.core.moe_layout import EngineParallelSettings, Layout, LayoutError
 from service.engines import llm_compressor
 from service.engines.base import Argv, Context, LaunchSpec, Rendered, Replicas, dtype16, expert_parallel, name_tokens
 from service.engines.checkpoints import Checkpoint
@@ -29,6 +30,21 @@ _PREFIX_CACHING_DEFAULT = True
 _KV_DTYPE = {"fp8": "fp8", "fp16": "float16", "bf16": "bfloat16"}
 
 _CLASS_MEM_RE = re.compile(r"device_memory >= (\d+) GiB")
+
+
+def parallel_settings(layout: Layout) -> EngineParallelSettings:
+    """The `vllm serve` flags of ``layout``. Each DP rank runs ``--tensor-parallel-size`` GPUs; its MoE layers form
+    one group of ``dp x tp`` GPUs, expert-parallel with ``--enable-expert-parallel`` (vLLM docs,
+    serving/data_parallel_deployment.md), so ``ep`` is 1 or ``tp x dp``."""
+    if layout.ep not in (1, layout.tp * layout.dp):
+        world = layout.tp * layout.dp
+        raise LayoutError("ep", f"vLLM splits experts over all tp x dp GPUs or none: valid: [1, {world}]", [1, world])
+    flags: dict[str, int | bool] = {"--tensor-parallel-size": layout.tp, "--pipeline-parallel-size": layout.pp}
+    if layout.dp > 1:
+        flags["--data-parallel-size"] = layout.dp
+    if layout.ep > 1:
+        flags["--enable-expert-parallel"] = True
+    return EngineParallelSettings(flags=flags, yaml_keys={})
 
 
 def _ints(values: dict[str, Any]) -> tuple[int, int]:
@@ -99,6 +115,9 @@ class Vllm:
             return Checkpoint(served=s.model_id, local=False, dynamic_fp8=True, notes=notes)
         return llm_compressor.plan(ctx)
 
+    def parallel_settings(self, layout: Layout) -> EngineParallelSettings:
+        return parallel_settings(layout)
+
     def render(self, ctx: Context, ckpt: Checkpoint, notes: list[str]) -> Rendered:
         replicas = self._replicas(ctx)
         if ctx.spec.kv_cache_free_gpu_memory_fraction is not None:
@@ -121,10 +140,42 @@ class Vllm:
         if s.replicas == 1:
             return Replicas("single", 1)
         dense = not (ctx.model and ctx.model.num_experts)
+        if s.dp > 1:        # --data-parallel-size is the replica's attention DP: replicas are servers of their own
+            return Replicas("separate-servers", s.replicas)
         fits_one_node = s.tp * s.pp * s.replicas <= ctx.gpu.max_gpus_per_node
         if dense and s.pp == 1 and fits_one_node and ctx.vocab.flag("--data-parallel-size"):
             return Replicas("data-parallel", s.replicas)
         return Replicas("separate-servers", s.replicas)
+
+    def _tp_pp_args(self, ctx: Context, argv: Argv, replicas: Replicas, notes: list[str]) -> None:
+        s = ctx.spec
+        if s.tp > 1:
+            argv.add("--tensor-parallel-size", s.tp)
+        if s.pp > 1:
+            argv.add("--pipeline-parallel-size", s.pp)
+        if replicas.mode == "data-parallel":
+            argv.add("--data-parallel-size", replicas.count)
+        if expert_parallel(ctx):
+            argv.switch("--enable-expert-parallel", True)
+            notes.append(f"Expert parallelism: the {ctx.model.num_experts if ctx.model else 0} experts are spread "
+                         f"whole over the {s.tp} GPUs (EP={s.tp}) instead of slicing every expert by TP.")
+
+    def _layout_args(self, ctx: Context, argv: Argv, notes: list[str]) -> None:
+        """The flags of a layout with attention data parallelism or an explicit expert-parallel size."""
+        s = ctx.spec
+        layout = Layout(tp=s.tp, pp=s.pp, dp=s.dp, ep=s.ep or 1)
+        for flag, value in parallel_settings(layout).flags.items():
+            if value is True:
+                argv.switch(flag, True)
+            elif value != ctx.vocab.flag_default(flag):
+                argv.add(flag, value)
+        if s.dp > 1:
+            notes.append(f"Attention data parallelism: {s.dp} DP ranks of {s.tp * s.pp} GPU(s), each with its own "
+                         "batch and KV cache, behind vLLM's own API server; the ranks step together through the "
+                         "MoE layers (an idle rank runs a dummy pass).")
+        if layout.ep > 1:
+            notes.append(f"Expert parallelism: the routed experts are spread whole over the {layout.ep} GPUs of "
+                         "the tp x dp group (EP), exchanged by an all-to-all in every MoE layer.")
 
     def _args(self, ctx: Context, ckpt: Checkpoint, replicas: Replicas, port: int, notes: list[str]) -> list[str]:
         s, vocab = ctx.spec, ctx.vocab
@@ -143,16 +194,10 @@ class Vllm:
                              or (kv == "bfloat16" and dtype == "bfloat16"))
         if kv and not kv_is_model_dtype:
             argv.add("--kv-cache-dtype", kv)
-        if s.tp > 1:
-            argv.add("--tensor-parallel-size", s.tp)
-        if s.pp > 1:
-            argv.add("--pipeline-parallel-size", s.pp)
-        if replicas.mode == "data-parallel":
-            argv.add("--data-parallel-size", replicas.count)
-        if expert_parallel(ctx):
-            argv.switch("--enable-expert-parallel", True)
-            notes.append(f"Expert parallelism: the {ctx.model.num_experts if ctx.model else 0} experts are spread "
-                         f"whole over the {s.tp} GPUs (EP={s.tp}) instead of slicing every expert by TP.")
+        if s.dp > 1 or s.ep is not None:
+            self._layout_args(ctx, argv, notes)
+        else:
+            self._tp_pp_args(ctx, argv, replicas, notes)
         if s.max_model_len is not None and not (ctx.model and s.max_model_len == ctx.model.max_position_embeddings):
             argv.add("--max-model-len", s.max_model_len)
         chunked = _CHUNKED_PREFILL_DEFAULT if s.enable_chunked_prefill is None else s.enable_chunked_prefill

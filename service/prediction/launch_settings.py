@@ -53,7 +53,7 @@ def render_launch(adv: Advisor, model_id: str, dep: Deployment, settings: Resolv
         engine_version=settings.engine_version, max_num_seqs=settings.max_num_seqs,
         max_num_batched_tokens=settings.max_num_batched_tokens, max_model_len=settings.max_model_len,
         enable_chunked_prefill=a.enable_chunked_prefill, enable_prefix_caching=a.enable_prefix_caching,
-        checkpoint=dep.checkpoint)
+        checkpoint=dep.checkpoint, dp=dep.dp, ep=dep.ep)
     spec = with_launch_levers(adv, spec, dep, wl, model)
     # the memory fraction goes in the setting the engine takes (settings.memory_fraction_flag names it)
     fraction: dict[str, Any] = {settings.memory_fraction_flag: settings.memory_fraction}

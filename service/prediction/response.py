@@ -70,7 +70,7 @@ def response(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload, gpu:
                                   cost=Cost(usd_per_hour=usd_h, usd_per_million_output_tokens=None,
                                             price_source=gpu.sources.price),
                                   settings=settings, confidence=confidence, notes=notes)
-    predicted = predicted_figures(res, params, i, wl, sim, dep.replicas)
+    predicted = predicted_figures(res, params, i, wl, sim, dep.serving_units)
     if wl.concurrency is not None and wl.concurrency > predicted.max_concurrency:
         notes.append(f"{wl.concurrency} concurrent requests exceed the {predicted.max_concurrency} sequences "
                      f"of {settings.max_model_len} tokens the deployment holds at once: the rest queue "

@@ -61,8 +61,8 @@ def lengths(mean_tok: int, dist: LengthDistribution | None) -> Lengths:
 
 def skip_reason(dep: Deployment, wl: Workload) -> str | None:
     """Why a workload is not simulated (its percentiles stay analytic), or None."""
-    if wl.concurrency is not None and math.ceil(wl.concurrency / dep.replicas) > MAX_SIM_CLIENTS_PER_REPLICA:
-        return (f"not simulated: {math.ceil(wl.concurrency / dep.replicas)} clients per replica exceed the "
+    if wl.concurrency is not None and math.ceil(wl.concurrency / dep.serving_units) > MAX_SIM_CLIENTS_PER_REPLICA:
+        return (f"not simulated: {math.ceil(wl.concurrency / dep.serving_units)} clients per replica exceed the "
                 f"{MAX_SIM_CLIENTS_PER_REPLICA} a simulation takes; the percentiles are analytic")
     return None
 
@@ -91,7 +91,7 @@ def simulate_deployment(static: Static, params: Params, dep: Deployment, wl: Wor
     # --simulate): its prompts are simulated chunked unless the request turns chunking off.
     chunked = engine.always_chunks_prefill or dep.engine_args.enable_chunked_prefill is not False
     reserve_full = engine.reserves_whole_sequences
-    n_rep = dep.replicas
+    n_rep = dep.serving_units      # a replica's attention DP ranks each schedule their own share
     requests = opts.requests or DEFAULT_SIM_REQUESTS
     if wl.mode == "concurrency":
         clients = wl.concurrency or 1

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpu_catalog.schema import GpuSpec, ModelSpec
+from service.core.moe_layout import Layout, LayoutError, check_layout
 from service.engines.checkpoints import checkpoint_catalog
-from service.engines.registry import foreign_memory_setting
+from service.engines.registry import engine_for, foreign_memory_setting
 from service.errors import InvalidRequest, unknown_id_detail
 from service.prediction.inline_model import inline_model_spec
 from service.prediction.levers import check_levers
@@ -70,6 +71,23 @@ def check_checkpoint(model: ModelSpec, dep: Deployment, prefix: list[str | int])
                              valid=valid)
 
 
+def check_parallel(model: ModelSpec, dep: Deployment, gpu: GpuSpec, prefix: list[str | int]) -> None:
+    """The layout's dp and ep: ep divides tp x dp and the routed experts (moe_layout.check_layout), the engine
+    can express it (its ``parallel_settings``), and a replica's tp x pp x dp GPUs fit a node unless it may span
+    nodes."""
+    if dep.dp == 1 and dep.ep is None:
+        return
+    layout = Layout(tp=dep.tp, pp=dep.pp, dp=dep.dp, ep=dep.ep or 1)
+    try:
+        check_layout(model, layout)
+        engine_for(dep.engine).parallel_settings(layout)
+    except LayoutError as exc:
+        raise InvalidRequest([*prefix, exc.field], str(exc), valid=[str(v) for v in exc.valid or []] or None) from exc
+    if layout.gpus > gpu.max_gpus_per_node and not dep.multi_node:
+        raise InvalidRequest([*prefix, "dp"], f"tp x pp x dp = {layout.gpus} exceeds the {gpu.max_gpus_per_node} "
+                             f"{gpu.id} GPUs of one node; set multi_node: true to span nodes")
+
+
 def check_runnable(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload, prefix: list[str | int]) -> None:
     """Raise InvalidRequest for a deployment the engine cannot start (not for one that merely does not fit)."""
     gpu = check_ids(adv, dep, prefix)
@@ -104,6 +122,7 @@ def check_runnable(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload
                              "of one node; set multi_node: true to span nodes with pipeline stages")
     if dep.ep is not None and not model.num_experts:
         raise InvalidRequest([*prefix, "ep"], f"{model.id} has no experts; ep applies to MoE models only")
+    check_parallel(model, dep, gpu, prefix)
     check_checkpoint(model, dep, prefix)
     check_context(model, wl)
     max_len = dep.engine_args.max_model_len

@@ -196,12 +196,16 @@ def _unset(v: Any) -> bool:
 class Deployment(_Body):
     gpu: str = Field(description="GPU id (GET /v1/gpus)", examples=["h100-sxm"])
     gpu_count: int | None = Field(default=None, ge=1, le=MAX_PARALLEL**2,
-                                  description="tp x pp x replicas (computed when left out)")
+                                  description="tp x pp x dp x replicas (computed when left out)")
     tp: int = Field(default=1, ge=1, le=MAX_PARALLEL, description="tensor-parallel size")
     pp: int = Field(default=1, ge=1, le=MAX_PARALLEL, description="pipeline-parallel size")
     replicas: int = Field(default=1, ge=1, le=MAX_PARALLEL, description="independent copies behind a load balancer")
+    dp: int = Field(default=1, ge=1, le=MAX_PARALLEL,
+                    description="attention data-parallel ranks per replica, each of tp x pp GPUs with its own batch "
+                    "and KV cache; a MoE model's experts are shared by the ranks (split over tp x dp GPUs)")
     ep: int | None = Field(default=None, ge=1, le=MAX_PARALLEL,
-                           description="MoE expert-parallel size within a replica (default: experts split by tp)")
+                           description="MoE expert-parallel size within a replica, dividing tp x dp (default 1: "
+                           "experts split in width by tp x dp)")
     weight_dtype: str = Field(default="bf16", description="weight dtype id (GET /v1/quantizations)")
     checkpoint: str | None = Field(
         default=None, max_length=200,
@@ -224,14 +228,19 @@ class Deployment(_Body):
 
     @model_validator(mode="after")
     def _count(self) -> Deployment:
-        layout = self.tp * self.pp * self.replicas
+        layout = self.tp * self.pp * self.dp * self.replicas
         if self.gpu_count is not None and self.gpu_count != layout:
-            raise ValueError(f"gpu_count {self.gpu_count} != tp x pp x replicas = {layout}")
+            raise ValueError(f"gpu_count {self.gpu_count} != tp x pp x dp x replicas = {layout}")
         return self
 
     @property
     def total_gpus(self) -> int:
-        return self.tp * self.pp * self.replicas
+        return self.tp * self.pp * self.dp * self.replicas
+
+    @property
+    def serving_units(self) -> int:
+        """Schedulers serving the load side by side: each replica's attention DP ranks."""
+        return self.replicas * self.dp
 
 
 class InlineModel(_Body):

@@ -133,7 +133,7 @@ def test_tp_must_divide_the_heads(client: TestClient) -> None:
 def test_layout_must_multiply_to_the_gpu_count(client: TestClient) -> None:
     err = problem(client, with_(EXAMPLE, "deployment", gpu_count=8))
     assert err["field"] == ["deployment"]
-    assert "tp x pp x replicas" in err["detail"]
+    assert "tp x pp x dp x replicas" in err["detail"]
 
 
 def test_workload_needs_exactly_one_load(client: TestClient) -> None:
@@ -249,3 +249,34 @@ def test_a_named_checkpoint_is_served_and_an_unknown_one_is_refused_with_the_cho
     bad = client.post("/v1/predictions", json=with_(body, "deployment", checkpoint="amd/DeepSeek-R1-MXFP4"))
     assert bad.status_code == 422 and bad.json()["field"] == ["deployment", "checkpoint"]
     assert "nvidia/DeepSeek-R1-FP4" in bad.json()["valid"]
+
+
+R1_DP8: dict[str, Any] = {
+    "model": "deepseek-ai/DeepSeek-R1",
+    "deployment": {"gpu": "h200-sxm", "gpu_count": 8, "tp": 1, "dp": 8, "ep": 8, "weight_dtype": "fp8",
+                   "kv_dtype": "fp8", "engine": "trtllm"},
+    "workload": {"input_tokens": 1024, "output_tokens": 1024, "concurrency": 1024},
+}
+
+
+def test_r1_attention_dp_and_ep_on_8_h200_hold_the_experts_once_and_kv_per_rank(client: TestClient) -> None:
+    dp8 = predict(client, R1_DP8)
+    tp8 = predict(client, with_(R1_DP8, "deployment", gpu_count=8, tp=8, dp=1, ep=None))
+    assert dp8["fits"] and tp8["fits"]
+    # docs/moe_layouts.md by hand: 100,817,025,024 B of FP8 weights per GPU at tp 1 dp 8 ep 8 (attention and
+    # dense parts replicated per DP rank, the routed experts split over the 8 GPUs)
+    assert dp8["memory_per_gpu_gb"]["weights"] == _approx(100.817, 0.01)
+    # each GPU keeps the KV of its own rank's sequences only: several times the sequences of tp 8 (~5.7 by hand)
+    assert dp8["predicted"]["max_concurrency"] > 4 * tp8["predicted"]["max_concurrency"]
+    # 1024 clients: more than tp 8 holds at once, within what dp 8 holds: the DP layout serves more tokens
+    assert dp8["predicted"]["output_tok_s"] > tp8["predicted"]["output_tok_s"]
+    assert "enable_attention_dp: true" in dp8["launch"]["files"]["extra_llm_api_options.yaml"]
+
+
+def test_layouts_that_cannot_run_are_refused_naming_the_field_and_choices(client: TestClient) -> None:
+    for dep, field, valid in (({"tp": 1, "dp": 8, "ep": 3}, "ep", ["1", "2", "4", "8"]),
+                              ({"tp": 2, "dp": 4, "ep": 4, "engine": "vllm"}, "ep", ["1", "8"]),
+                              ({"tp": 2, "dp": 4, "ep": 8}, "tp", ["1"])):
+        r = client.post("/v1/predictions", json=with_(R1_DP8, "deployment", gpu_count=None, **dep))
+        assert r.status_code == 422, r.text
+        assert r.json()["field"] == ["deployment", field] and r.json()["valid"] == valid

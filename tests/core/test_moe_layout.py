@@ -32,13 +32,12 @@ import math
 
 import pytest
 
-from gpu_catalog.loader import DATA_DIR, load_catalog, parse_yaml
+from gpu_catalog.loader import load_catalog
 from gpu_catalog.schema import ModelSpec
 from service.core.moe_layout import (
     Layout,
     LayoutError,
     all_to_all_bytes_per_step_per_rank,
-    engine_parallel_settings,
     kv_bytes_per_sequence_per_rank,
     kv_bytes_per_token_per_rank,
     param_split,
@@ -195,66 +194,6 @@ def test_parameters_the_config_cannot_place_count_as_split_linear_weights(r1: Mo
     assert s.other_params == pytest.approx(9_999_999_648)
     assert weight_bytes_per_rank(bigger, Layout(tp=8), FP8_BITS).other_bytes == pytest.approx(9_999_999_648 / 8)
     assert param_split(r1.model_copy(update={"total_params_b": 671.1})).other_params == 0
-
-
-def _vocabulary(name: str) -> tuple[set[str], set[str]]:
-    raw = parse_yaml((DATA_DIR / "engines" / f"{name}.yaml").read_text(encoding="utf-8"))
-    flags = {s for f, spec in raw["flags"].items() for s in (f, *(spec or {}).get("aliases", []))}
-    return flags, set(raw.get("yaml_keys", {}))
-
-
-@pytest.mark.parametrize(
-    ("vocabulary", "engine"),
-    [
-        ("vllm-0.11.0", "vllm"),
-        ("vllm-0.34.0", "vllm"),
-        ("trtllm-1.2", "trtllm"),
-    ],
-)
-def test_layout_settings_exist_in_the_engine_vocabularies(vocabulary: str, engine: str) -> None:
-    flags, yaml_keys = _vocabulary(vocabulary)
-    for layout in (Layout(tp=8), Layout(tp=8, ep=8), Layout(tp=1, dp=8, ep=8), Layout(tp=4, pp=2)):
-        s = engine_parallel_settings(engine, layout)
-        assert set(s.flags) <= flags, vocabulary
-        assert set(s.yaml_keys) <= yaml_keys, vocabulary
-
-
-def test_r1_dp8_ep8_on_each_engine() -> None:
-    layout = Layout(tp=1, dp=8, ep=8)
-    vllm = engine_parallel_settings("vllm", layout)
-    assert vllm.flags == {
-        "--tensor-parallel-size": 1,
-        "--pipeline-parallel-size": 1,
-        "--data-parallel-size": 8,
-        "--enable-expert-parallel": True,
-    }
-    trt = engine_parallel_settings("trtllm", layout)
-    assert trt.flags == {"--tp_size": 8, "--pp_size": 1}
-    assert trt.yaml_keys == {"moe_expert_parallel_size": 8, "moe_tensor_parallel_size": 1, "enable_attention_dp": True}
-    # tp 8 without EP: vLLM slices the experts (no flag), TensorRT-LLM states moe_tensor_parallel_size 8.
-    assert engine_parallel_settings("vllm", Layout(tp=8)).flags == {
-        "--tensor-parallel-size": 8,
-        "--pipeline-parallel-size": 1,
-    }
-    assert engine_parallel_settings("trtllm", Layout(tp=8)).yaml_keys == {
-        "moe_expert_parallel_size": 1,
-        "moe_tensor_parallel_size": 8,
-    }
-
-
-@pytest.mark.parametrize(
-    ("engine", "layout", "field", "words"),
-    [
-        ("vllm", Layout(tp=2, dp=4, ep=4), "ep", "valid: [1, 8]"),
-        ("trtllm", Layout(tp=2, dp=4, ep=8), "tp", "valid: [1]"),
-        ("sglang", Layout(tp=8), "engine", "valid: ['trtllm', 'vllm']"),
-    ],
-)
-def test_layouts_an_engine_cannot_express(engine: str, layout: Layout, field: str, words: str) -> None:
-    with pytest.raises(LayoutError) as err:
-        engine_parallel_settings(engine, layout)
-    assert err.value.field == field
-    assert words in str(err.value)
 
 
 def test_one_gpu_holds_the_whole_model_and_experts_are_never_lost(models: dict[str, ModelSpec]) -> None:

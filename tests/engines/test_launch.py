@@ -224,6 +224,13 @@ GOLDEN_CASES: dict[str, LaunchSpec] = {
     "trtllm-deepseek-r1-fp8-h200-tp8-mtp": LaunchSpec(
         "deepseek-ai/DeepSeek-R1", "h200-sxm", tp=8, pp=1, replicas=1, weight_dtype="fp8", kv_dtype="auto",
         engine="trtllm", max_model_len=16384, enable_prefix_caching=True, speculative=SpeculativeLaunch("mtp", 1)),
+    # attention data parallelism + expert parallelism: DeepSeek-R1 (FP8 as released) on 8 x H200, tp 1 dp 8 ep 8
+    "vllm-deepseek-r1-fp8-h200-dp8-ep8": LaunchSpec(
+        "deepseek-ai/DeepSeek-R1", "h200-sxm", tp=1, pp=1, replicas=1, weight_dtype="fp8", kv_dtype="fp8",
+        engine="vllm", max_model_len=8192, max_num_seqs=256, dp=8, ep=8),
+    "trtllm-deepseek-r1-fp8-h200-dp8-ep8": LaunchSpec(
+        "deepseek-ai/DeepSeek-R1", "h200-sxm", tp=1, pp=1, replicas=1, weight_dtype="fp8", kv_dtype="fp8",
+        engine="trtllm", max_model_len=8192, max_num_seqs=256, dp=8, ep=8),
 }
 
 
@@ -293,6 +300,15 @@ def test_golden_cases_say_what_the_issue_asks(catalog: Catalog) -> None:
     assert x4["replicas"]["mode"] == "data-parallel" and "--data-parallel-size" in x4["args"]
     trt_x2 = render("trtllm-qwen3-30b-a3b-bf16-h100sxm-tp2-x2")
     assert trt_x2["replicas"]["mode"] == "separate-servers" and len(trt_x2["replicas"]["servers"]) == 2
+    dp_vllm = render("vllm-deepseek-r1-fp8-h200-dp8-ep8")
+    assert dp_vllm["args"][:5] == ["deepseek-ai/DeepSeek-R1", "--kv-cache-dtype", "fp8", "--data-parallel-size", "8"]
+    assert "--enable-expert-parallel" in dp_vllm["args"] and "--tensor-parallel-size" not in dp_vllm["args"]
+    assert not dp_vllm["steps"] and dp_vllm["replicas"]["mode"] == "single"
+    dp_trt = render("trtllm-deepseek-r1-fp8-h200-dp8-ep8")
+    assert dp_trt["args"][dp_trt["args"].index("--tp_size") + 1] == "8" and "--ep_size" not in dp_trt["args"]
+    dp_options = yaml.safe_load(dp_trt["files"]["extra_llm_api_options.yaml"])
+    assert dp_options["enable_attention_dp"] is True
+    assert (dp_options["moe_expert_parallel_size"], dp_options["moe_tensor_parallel_size"]) == (8, 1)
     amd = render("vllm0110-llama31-70b-fp8-mi300x-x2")
     assert "rocm" in amd["image"] and "/dev/kfd" in amd["container"] and "--gpus" not in amd["container"]
 
