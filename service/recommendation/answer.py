@@ -280,7 +280,7 @@ def settle_replicas(a: Asked, v: Verified, dep: Deployment, rec: Recommendation,
         if not met or not between or v.tried >= v.limit:
             break
         mid = dep.model_copy(update={"replicas": between[len(between) // 2],
-                                     "gpu_count": between[len(between) // 2] * dep.tp * dep.pp})
+                                     "gpu_count": between[len(between) // 2] * dep.tp * dep.pp * dep.dp})
         v.tried += 1
         again, over_again = predicted(a, v, mid)
         by_reps[mid.replicas] = again

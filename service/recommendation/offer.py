@@ -34,14 +34,15 @@ BISECT_TRIES = 2
 
 def deployment(s: Scored, i: int) -> Deployment:
     """Candidate ``i`` of ``s`` as a deployment (its engine settings explicit)."""
-    e, v, g, w, k, tp, pp = s.layouts[int(s.layout[i])]
+    e, v, g, w, k, tp, pp, dp = s.layouts[int(s.layout[i])]
     reps = int(s.replicas[i])
     frac = float(s.frac[i])
     args = EngineArgs(max_num_seqs=int(s.seqs[i]), max_num_batched_tokens=int(s.tokens[i]),
                       max_model_len=s.context_tok,
                       **{engine_for(e).memory_fraction_setting: frac})
-    return Deployment(gpu=g, gpu_count=tp * pp * reps, tp=tp, pp=pp, replicas=reps, weight_dtype=w, kv_dtype=k,
-                      engine=e, engine_version=v, engine_args=args, multi_node=pp > 1)
+    return Deployment(gpu=g, gpu_count=tp * pp * dp * reps, tp=tp, pp=pp, replicas=reps, weight_dtype=w, kv_dtype=k,
+                      engine=e, engine_version=v, engine_args=args, multi_node=pp > 1,
+                      **({"dp": dp, "ep": tp * dp} if dp > 1 else {}))
 
 
 def checked_launch(adv: Advisor, req: RecommendationRequest, dep: Deployment, no_checkpoint: dict[Any, str]) -> Launch:
@@ -114,7 +115,7 @@ def fewer_replicas(dep: Deployment, use: float | None) -> list[Deployment]:
     the search's replica count then only answers capacity."""
     if use is None:
         return []
-    per = dep.tp * dep.pp
+    per = dep.tp * dep.pp * dep.dp
     fewer = [r for r in REPLICA_GRID if dep.replicas * use <= r < dep.replicas][:FEWER_REPLICAS_TRIED]
     return [dep.model_copy(update={"replicas": r, "gpu_count": r * per}) for r in fewer]
 
@@ -123,7 +124,7 @@ def more_replicas(adv: Advisor, dep: Deployment, ap: Applied, wl: Workload, miss
     and (closed loops) one client per replica at least: the first at least ``miss`` (how many times its
     bounds its prediction exceeds) times its replicas, each next at least twice the last; the most allowed
     last, if none reaches so far."""
-    per = dep.tp * dep.pp
+    per = dep.tp * dep.pp * dep.dp
     price = adv.gpus[dep.gpu].price_usd_per_gpu_hour
     budget = ap.constraints.max_usd_per_hour
     allowed = [r for r in REPLICA_GRID if dep.replicas < r and r * per <= int(ap.constraints.max_gpus

@@ -87,6 +87,8 @@ def solve_into(un: Units, solved: Solves, at: NDArray[np.int64], load: float, q:
         return
     j, u = np.divmod(at, solved.units)
     reps = np.maximum(REPLICAS[j], 1.0)
+    # a replica's attention DP ranks each serve their own share of the load (one serving unit each)
+    units = reps * un.table.lay[un.li[u], 5]
     inp = un.inputs
 
     def store(a: int, b: int, _batch: F, ttft: F, tpot: F, per_replica_s: F, _share: F,
@@ -101,11 +103,11 @@ def solve_into(un: Units, solved: Solves, at: NDArray[np.int64], load: float, q:
             ttft = analytic_ttft_quantile_s(ttft, inp.row("ttft_fixed_s")[part], inp.row("prefill_alone")[part],
                                             q)
         solved.ttft_s[where], solved.tpot_s[where] = ttft, tpot
-        solved.out_tok_s[where] = per_replica_s * reps[a:b] * inp.row("osl")[part]
+        solved.out_tok_s[where] = per_replica_s * units[a:b] * inp.row("osl")[part]
         solved.overloaded[where] = overloaded
         solved.done[where] = True
 
-    inp.solve_at(u, reps, load, un.mode, store)
+    inp.solve_at(u, units, load, un.mode, store)
 
 def meets_sla(ttft_s: F, tpot_s: F, out_tok_s: F, overloaded: NDArray[np.bool_], osl_1: int,
               sla: Sla) -> NDArray[np.bool_]:
@@ -188,7 +190,7 @@ def space(adv: Advisor, cache: LayoutCache, req: RecommendationRequest, ap: Appl
     if un is None:
         return None
     lay, m = un.table.lay, len(un.li)
-    per_layout_gpus = lay[:, 3] * lay[:, 4]
+    per_layout_gpus = lay[:, 3] * lay[:, 4] * lay[:, 5]
     rep_ok = REPLICAS[None, :] * per_layout_gpus[:, None] <= max_gpus
     if wl.mode == "concurrency":
         rep_ok &= REPLICAS[None, :] <= max(load, 1.0)

@@ -65,7 +65,8 @@ def floors(params: Params, sm: StepModel) -> tuple[F, F]:
             sm.decode_step(np.ones(len(sm.s.isl)))[0])
 
 
-Layout = tuple[str, str, str, str, str, int, int]     # engine, version, GPU, weight dtype, KV dtype, TP, PP
+# engine, version, GPU, weight dtype, KV dtype, TP, PP, attention DP ranks (their experts split EP = TP x DP)
+Layout = tuple[str, str, str, str, str, int, int, int]
 
 
 class Layouts:
@@ -74,12 +75,12 @@ class Layouts:
     asked for: a search has tens of thousands of layouts, an answer names a few."""
 
     def __init__(self) -> None:
-        self.blocks: list[tuple[str, str, str, list[str], list[str], list[tuple[int, int]]]] = []
+        self.blocks: list[tuple[str, str, str, list[str], list[str], list[tuple[int, int, int]]]] = []
         self.starts: list[int] = []
         self.n = 0
 
     def add(self, engine: str, version: str, gpu: str, wds: list[str], kvs: list[str],
-            pairs: list[tuple[int, int]]) -> None:
+            pairs: list[tuple[int, int, int]]) -> None:
         self.blocks.append((engine, version, gpu, wds, kvs, pairs))
         self.starts.append(self.n)
         self.n += len(wds) * len(kvs) * len(pairs)
@@ -93,8 +94,8 @@ class Layouts:
         b = bisect_right(self.starts, i) - 1
         e, v, g, wds, kvs, pairs = self.blocks[b]
         r = i - self.starts[b]
-        tp, pp = pairs[r % len(pairs)]
-        return e, v, g, wds[r // (len(kvs) * len(pairs))], kvs[(r // len(pairs)) % len(kvs)], tp, pp
+        tp, pp, dp = pairs[r % len(pairs)]
+        return e, v, g, wds[r // (len(kvs) * len(pairs))], kvs[(r // len(pairs)) % len(kvs)], tp, pp, dp
 
 
 
@@ -129,7 +130,7 @@ class LayoutTable:
     """A request's allowed layouts (``Layouts``; rows in its order) and what depends on them alone."""
 
     layouts: Layouts
-    lay: NDArray[np.int64]                  # per layout: GPU, weight dtype, KV dtype (table indices), TP, PP
+    lay: NDArray[np.int64]                  # per layout: GPU, weight dtype, KV dtype (table indices), TP, PP, DP
     dset: F                                 # per layout: engine default max_num_seqs, max tokens, memory share, budget
     price: F                                # per layout: USD per GPU-hour (NaN: no public price)
     params: F                               # per layout: fitted parameters (PARAM_NAMES order)
@@ -166,14 +167,15 @@ def candidates(lay: NDArray[np.int64], dset: F, m_idx: int, wl: Workload, li: ND
     """Layouts ``li`` (rows of ``lay`` and ``dset``, as in ``Units``) at the given settings, replicas and
     loads, for the workload ``wl``."""
     n = len(li)
+    tp, dp = lay[li, 3].astype(np.float64), lay[li, 5].astype(np.float64)
     return Candidates(
         model=np.full(n, m_idx, dtype=np.int64), gpu=lay[li, 0], wdtype=lay[li, 1], kvdtype=lay[li, 2],
-        budget=dset[li, 3].astype(np.int64), tp=lay[li, 3].astype(np.float64),
-        pp=lay[li, 4].astype(np.float64), ep=np.ones(n), replicas=reps, max_num_seqs=seqs,
+        budget=dset[li, 3].astype(np.int64), tp=tp,
+        pp=lay[li, 4].astype(np.float64), ep=np.where(dp > 1, tp * dp, 1.0), replicas=reps, max_num_seqs=seqs,
         max_batched_tok=toks, mem_fraction=dset[li, 2], input_tok=np.full(n, float(wl.input_tokens)),
         output_tok=np.full(n, float(wl.output_tokens)), mode=np.full(n, MODES[wl.mode], dtype=np.int64),
         load=loads, context_tok=np.full(n, float(wl.context_tokens)),
-        first_wave_share=np.full(n, wl.first_wave_share))
+        first_wave_share=np.full(n, wl.first_wave_share), dp=dp)
 
 
 def check_list(values: list[str] | None, known: dict[str, Any], field: str) -> list[str]:
@@ -259,6 +261,17 @@ def units(adv: Advisor, cache: LayoutCache, model: ModelSpec, tables: Tables, m_
     return Units(table=table, fits_min=fits_min, li=li_s, seqs=seqs_s, toks=toks_s, mode=MODES[wl.mode],
                  inputs=inputs, ttft_lb_s=ttft_lb[li_s], tpot_lb_s=tpot_lb[li_s], fits=cap.fits, corr=corr)
 
+def moe_dp_layouts(model: ModelSpec, node_gpus: int) -> list[tuple[int, int, int]]:
+    """A MoE model's attention-DP layouts within one node: (TP 1, PP 1, DP d) with its experts split EP = d,
+    the layout both engines launch (vLLM ``--data-parallel-size d --enable-expert-parallel``, TensorRT-LLM
+    ``enable_attention_dp`` with ``moe_expert_parallel_size d``), for each d of the TP grid dividing the routed
+    experts. Each DP rank keeps its own KV cache (throughput at high load) but its own copy of the attention
+    weights, and every MoE layer adds an all-to-all (latency at low load)."""
+    if not model.num_experts:
+        return []
+    return [(1, 1, d) for d in TP_GRID if 1 < d <= node_gpus and model.num_experts % d == 0]
+
+
 def layout_table(adv: Advisor, cache: LayoutCache, model: ModelSpec, versions: dict[str, str], gpus: list[str],
                  wds: list[str], kvs: list[str], max_gpus: int, multi_node: bool) -> LayoutTable | None:
     """Every layout the request allows, in blocks of one engine on one GPU (weight dtype x KV dtype x TP/PP
@@ -267,8 +280,8 @@ def layout_table(adv: Advisor, cache: LayoutCache, model: ModelSpec, versions: d
     held = cache.for_calibration(adv.cal.calibration)
     heads, kv_heads = model.num_attention_heads, model.num_kv_heads
     # what the layouts depend on: of the model, only what decides its TP/PP pairs and its class (overheads)
-    key = (heads, kv_heads, model.num_layers, model_class(model), tuple(versions.items()), tuple(gpus),
-           tuple(wds), tuple(kvs), max_gpus, multi_node)
+    key = (heads, kv_heads, model.num_layers, model.num_experts, model_class(model), tuple(versions.items()),
+           tuple(gpus), tuple(wds), tuple(kvs), max_gpus, multi_node)
     if key in held:
         return held[key]
     idx = adv.index
@@ -279,12 +292,12 @@ def layout_table(adv: Advisor, cache: LayoutCache, model: ModelSpec, versions: d
     blocks: list[tuple[int, int, int, int, int, int, int]] = []
     w_idx: list[int] = []
     k_idx: list[int] = []
-    tp_pp: list[tuple[int, int]] = []
+    tp_pp: list[tuple[int, int, int]] = []
     block_settings: list[tuple[float, float, float, int]] = []   # default seqs, tokens, fraction, budget
     block_price: list[float] = []
     # what an engine runs on a GPU architecture, and the TP/PP pairs of a node size: the same for many GPUs
     by_arch: dict[tuple[str, str], tuple[list[str], list[str], list[int], list[int]]] = {}
-    by_node: dict[int, list[tuple[int, int]]] = {}
+    by_node: dict[int, list[tuple[int, int, int]]] = {}
     for e, v in versions.items():
         for g in gpus:
             gpu = adv.gpus[g]
@@ -301,9 +314,10 @@ def layout_table(adv: Advisor, cache: LayoutCache, model: ModelSpec, versions: d
             if per_node not in by_node:
                 tps = [t for t in TP_GRID if t <= min(per_node, max_gpus) and heads % t == 0
                        and (t <= kv_heads or t % kv_heads == 0)]
-                by_node[per_node] = [(t, 1) for t in tps] + (
-                    [(tps[-1], p) for p in PP_GRID_MULTI_NODE if tps[-1] * p <= max_gpus and p <= model.num_layers]
-                    if multi_node and tps else [])
+                by_node[per_node] = [(t, 1, 1) for t in tps] + (
+                    [(tps[-1], p, 1) for p in PP_GRID_MULTI_NODE
+                     if tps[-1] * p <= max_gpus and p <= model.num_layers]
+                    if multi_node and tps else []) + moe_dp_layouts(model, min(per_node, max_gpus))
             pairs = by_node[per_node]
             if not (ok_w and ok_k and pairs):
                 continue
@@ -333,7 +347,7 @@ def layout_table(adv: Advisor, cache: LayoutCache, model: ModelSpec, versions: d
     pair_at = blk[of, 6] + r % n_pairs
     pairs_arr = np.asarray(tp_pp, dtype=np.int64)
     lay = np.stack([blk[of, 0], np.asarray(w_idx, dtype=np.int64)[w_at], np.asarray(k_idx, dtype=np.int64)[k_at],
-                    pairs_arr[pair_at, 0], pairs_arr[pair_at, 1]], axis=1)
+                    pairs_arr[pair_at, 0], pairs_arr[pair_at, 1], pairs_arr[pair_at, 2]], axis=1)
     dset = np.repeat(np.asarray(block_settings, dtype=np.float64), sizes, axis=0)
     price = np.repeat(np.asarray(block_price, dtype=np.float64), sizes)
     seg_keys: list[tuple[str, str, str, str]] = [

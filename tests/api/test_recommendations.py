@@ -289,3 +289,20 @@ def test_closest_candidates_each_break_a_bound_and_relaxations_can_be_offered(
             launch = client.post("/v1/predictions", json={"model": model, "deployment": r["deployment"],
                                                           "workload": workload}).json()["launch"]
             assert not launch.get("error"), (r["kind"], launch)
+
+
+def test_moe_search_offers_attention_dp_for_throughput_and_tp_for_latency(client: TestClient) -> None:
+    # DeepSeek-R1 on up to 8 H200s: with 2048 clients the KV cache of tp 8 (every GPU holds every sequence's
+    # latent) caps the batch, DP ranks keep their own sequences only; with 4 clients the all-to-all and the
+    # replicated attention weights of DP cost latency that TP does not pay
+    base: dict[str, Any] = {"model": "deepseek-ai/DeepSeek-R1", "constraints": {"gpus": ["h200-sxm"], "max_gpus": 8}}
+    busy_req = {**base, "objective": "max_throughput",
+                "workload": {"input_tokens": 1024, "output_tokens": 1024, "concurrency": 2048}}
+    busy = recommend(client, busy_req)
+    top = busy["recommendations"][0]["deployment"]
+    assert (top["tp"], top["dp"], top["ep"]) == (1, 8, 8)
+    assert predicted_for(client, busy_req, top) == busy["recommendations"][0]["predicted"]
+    quiet = recommend(client, {**base, "objective": "min_latency", "sla": {"ttft_ms": 300},
+                               "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 4}})
+    assert quiet["recommendations"][0]["deployment"]["dp"] == 1
+    assert any("DP8 EP8" in p["deployment"] for p in quiet["pareto"] + busy["pareto"])

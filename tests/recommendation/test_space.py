@@ -13,14 +13,15 @@ from service.recommendation.space import Layouts, check_list
 def test_layouts_index_as_the_blocks_product() -> None:
     # the search's layout table is made lazily: index i must name the i-th of each block's weight dtype x
     # KV dtype x TP/PP product, blocks in order
-    blocks = [("vllm", "0.11.0", "h100-sxm", ["bf16", "fp8"], ["auto", "fp8"], [(1, 1), (2, 1), (8, 2)]),
-              ("trtllm", "1.0", "l4", ["int4-awq"], ["auto"], [(1, 1)]),
-              ("vllm", "0.11.0", "a10", ["bf16", "fp8", "int8-sq"], ["fp8"], [(1, 1), (4, 1)])]
+    blocks = [("vllm", "0.11.0", "h100-sxm", ["bf16", "fp8"], ["auto", "fp8"],
+               [(1, 1, 1), (2, 1, 1), (8, 2, 1), (1, 1, 8)]),
+              ("trtllm", "1.0", "l4", ["int4-awq"], ["auto"], [(1, 1, 1)]),
+              ("vllm", "0.11.0", "a10", ["bf16", "fp8", "int8-sq"], ["fp8"], [(1, 1, 1), (4, 1, 1)])]
     table = Layouts()
     want = []
     for e, v, g, wds, kvs, pairs in blocks:
         table.add(e, v, g, wds, kvs, pairs)
-        want += [(e, v, g, w, k, t, p) for w, k, (t, p) in itertools.product(wds, kvs, pairs)]
+        want += [(e, v, g, w, k, t, p, d) for w, k, (t, p, d) in itertools.product(wds, kvs, pairs)]
     assert len(table) == len(want) and [table[i] for i in range(len(table))] == want
     with pytest.raises(IndexError):
         table[len(want)]
