@@ -29,10 +29,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+from numpy.typing import NDArray
+
 from gpu_catalog.loader import SHIPPED_CSVS, Catalog, load_catalog, load_cost_constants, read_shipped_rows
 from gpu_catalog.schema import CostConstants
 from service.calibration.fit import FITTED_QUALITY
-from service.core.calibration import METRICS, MeasurementSet, cross_validate, prepare
+from service.core.calibration import METRICS, MeasurementSet, ape, cross_validate, prepare, summarise
+from service.core.calibration.errors import layout_labels
 from service.core.calibration.heldout import family_table, floor_check, format_table, held_out_by_family
 from service.core.costmodel import Tables, build_tables
 from service.db.session import make_engine, make_sessionmaker, transaction
@@ -48,6 +52,13 @@ def _line(label: str, stats: dict[str, dict[str, object]]) -> str:
         cells.append(f"{m} {s['median_ape_pct']!s:>6}/{s['p90_ape_pct']!s:>6} (n={s['n']})" if s["n"] else
                      f"{m} {'-':>13} (n=0)")
     return f"  {label:<28} " + "   ".join(cells)
+
+
+def layout_errors(ms: MeasurementSet, pred: NDArray[np.float64]) -> dict[str, dict[str, dict[str, object]]]:
+    """Held-out error of the rows by layout class (``layout_labels``): MoE with attention DP / EP beside the rest."""
+    errors = ape(pred, ms.y)
+    lab = np.asarray(layout_labels(ms))
+    return {v: {m: summarise(errors[lab == v, j]) for j, m in enumerate(METRICS)} for v in sorted(set(lab.tolist()))}
 
 
 def csv_rows(paths: Path | list[Path], quality: str) -> list[dict[str, str]]:
@@ -118,7 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         pred = held_out_by_family(tables, ms, constants)
         table, floors = family_table(ms, pred), floor_check(tables, ms, pred)
         print("\n".join(format_table(table, floors)) + f"\n({time.perf_counter() - t0:.0f} s)\n")
-        out["family"] = {**table, "floor": floors}
+        by_layout = layout_errors(ms, pred)
+        print("leave-one-family-out by layout (median / p90 absolute % error):")
+        for key, stats in by_layout.items():
+            print(_line(key, stats))
+        out["family"] = {**table, "floor": floors, "by_layout": by_layout}
     if args.group == "family":
         if args.json:
             args.json.write_text(json.dumps(out["family"], indent=1))
@@ -129,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"leave-one-source-out over {report['groups']} sources, {report['rows']} rows; {elapsed:.0f} s")
     print("median / p90 absolute % error")
     print(_line("overall", report["overall"]))
-    for name in ("engine", "mode", "dtype", "gpu"):
+    for name in ("engine", "mode", "dtype", "gpu", "layout"):
         print(f"by {name}:")
         for key, stats in report[f"by_{name}"].items():
             print(_line(key, stats))

@@ -30,7 +30,7 @@ def summarise(errors: F) -> dict[str, Any]:
             "p90_ape_pct": round(float(np.percentile(e, 90)), 1)}
 
 
-BREAKDOWNS = ("gpu", "engine", "dtype", "mode", "segment")
+BREAKDOWNS = ("gpu", "engine", "dtype", "mode", "segment", "layout")
 
 
 def cross_validate(tables: Tables, ms: MeasurementSet, constants: CostConstants,
@@ -57,10 +57,19 @@ def cross_validate(tables: Tables, ms: MeasurementSet, constants: CostConstants,
     return report
 
 
+def layout_labels(ms: MeasurementSet) -> list[str]:
+    """Each row's layout class: ``moe dp/ep > 1`` (attention data parallelism or expert parallelism), ``moe``
+    (MoE or MLA model, experts split by TP), or ``dense``."""
+    dp = ms.cand.dp if ms.cand.dp is not None else np.ones(len(ms))
+    split = (dp > 1) | (ms.cand.ep > 1)
+    return ["dense" if c == "dense" else "moe dp/ep > 1" if s else "moe"
+            for c, s in zip(ms.classes, split.tolist(), strict=True)]
+
+
 def error_report(ms: MeasurementSet, pred: F, seg_used: Sequence[str]) -> dict[str, Any]:
     errors = ape(pred, ms.y)
     labels = {"gpu": [k[2] for k in ms.keys], "engine": [k[0] for k in ms.keys], "dtype": [k[3] for k in ms.keys],
-              "mode": list(ms.modes), "segment": list(seg_used)}
+              "mode": list(ms.modes), "segment": list(seg_used), "layout": layout_labels(ms)}
     report: dict[str, Any] = {"rows": len(ms), "sources": len(set(ms.sources)),
                               "overall": {m: summarise(errors[:, j]) for j, m in enumerate(METRICS)}}
     for name in BREAKDOWNS:

@@ -15,10 +15,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpu_catalog.loader import Catalog
-from gpu_catalog.schema import CostConstants
+from gpu_catalog.schema import CostConstants, ModelSpec
 from service.core.calibration.segments import MODELLED_ENGINES, calibration_engine, model_class
 from service.core.candidates import MODES, Candidates
 from service.core.memory import ASSUMED_REQUESTS_PER_CLIENT, static_terms
+from service.core.moe_layout import Layout, LayoutError, check_layout
 from service.core.tables import Tables
 from service.core.types import F
 from service.engines.defaults import is_current, resolve
@@ -76,7 +77,7 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
     vendor = {g.id: g.vendor for g in catalog.gpus}
     cols: dict[str, list[Any]] = {k: [] for k in (
         "model", "gpu", "wdtype", "kvdtype", "budget", "tp", "pp", "ep", "replicas", "max_num_seqs", "max_batched_tok",
-        "mem_fraction", "input_tok", "output_tok", "mode", "load", "context_tok", "first_wave_share")}
+        "mem_fraction", "input_tok", "output_tok", "mode", "load", "context_tok", "first_wave_share", "dp")}
     y: list[tuple[float, float, float]] = []
     total: list[bool] = []
     current: list[bool] = []
@@ -142,7 +143,18 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
         tpot = _f(r.get("tpot_ms")) / 1e3 if _central(r.get("tpot_stat")) else math.nan
         if math.isnan(tpot) and _central(r.get("itl_stat")):
             tpot = _f(r.get("itl_ms")) / 1e3
-        layout = unmodelled_layout(r, dp, model.num_experts is not None)
+        ep = _f(r.get("ep"))
+        ep = 1.0 if math.isnan(ep) else ep
+        attn_dp = attention_dp_ranks(r, dp, model.num_experts is not None)
+        if attn_dp > 1 or ep > 1:
+            # attention DP / expert parallelism: fitted as the layout it is (one replica of tp x pp x dp GPUs
+            # whose ranks share the experts), unless the cost model cannot represent it
+            why = layout_not_modelled(model, tp, pp, attn_dp, ep, gpus[gpu_id].max_gpus_per_node)
+            if why:
+                skip(why)
+                continue
+            dp = max(round(n_gpu / (tp * pp * attn_dp)), 1) if not math.isnan(n_gpu) else 1.0
+        layout = unmodelled_layout(r, dp, model.num_experts is not None) if attn_dp == 1 else ""
         if layout and not (math.isnan(ttft) and math.isnan(tpot)):
             skip(f"latency not fitted: {layout}")
             ttft = tpot = math.nan
@@ -160,8 +172,8 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
         cols["budget"].append(d.budget)
         cols["tp"].append(tp)
         cols["pp"].append(pp)
-        ep = _f(r.get("ep"))
-        cols["ep"].append(1.0 if math.isnan(ep) else ep)
+        cols["ep"].append(ep)
+        cols["dp"].append(attn_dp)
         cols["replicas"].append(dp)
         cols["max_num_seqs"].append(d.max_num_seqs if math.isnan(max_batch) else max_batch)
         cols["max_batched_tok"].append(d.max_num_batched_tokens)
@@ -224,15 +236,41 @@ def run_kv_dtype(r: Mapping[str, Any]) -> str:
     return kv
 
 
-def unmodelled_layout(r: Mapping[str, Any], dp: float, moe: bool) -> str:
-    """Why the row's latency cannot be fitted as the cost model represents it ('' = it can): attention data
-    parallelism (dp ranks sharing the experts, not independent replicas) and expert parallelism."""
+def attention_dp_ranks(r: Mapping[str, Any], dp: float, moe: bool) -> float:
+    """Attention data-parallel ranks per replica of a MoE row: its notes' ``attention_dp=N``, else its own
+    ``dp`` column (the published layout); 1 for a dense model (its dp ranks are replicas) or a MoE row that
+    does not state dp (gpu_count over tp x pp may be replicas or DP ranks: ``unmodelled_layout``)."""
+    if not moe:
+        return 1.0
     m = _ATTENTION_DP.search(str(r.get("notes") or ""))
-    if (m and int(m.group(1)) > 1) or (moe and dp > 1):
-        return "attention data parallelism (dp > 1 sharing one model) is not modelled"
-    ep = _f(r.get("ep"))
-    if not math.isnan(ep) and ep > 1:
-        return "expert parallelism (ep > 1) is not modelled"
+    if m and int(m.group(1)) > 1:
+        return float(m.group(1))
+    stated = _f(r.get("dp"))
+    return dp if not math.isnan(stated) and dp > 1 else 1.0
+
+
+def layout_not_modelled(model: ModelSpec, tp: float, pp: float, dp: float, ep: float, gpus_per_node: int) -> str:
+    """Why an attention-DP / expert-parallel row cannot be scored as its layout ('' = it can): a layout
+    ``moe_layout.check_layout`` refuses, or one whose all-to-all crosses nodes (the step model sends it over
+    the GPUs' own interconnect)."""
+    try:
+        check_layout(model, Layout(tp=int(tp), pp=int(pp), dp=int(dp), ep=int(ep)))
+    except LayoutError as exc:
+        return f"layout not runnable as published: {exc.field} {exc.message.split(';')[0]}"
+    if tp * dp > gpus_per_node:
+        return "attention DP / expert parallelism across nodes (all-to-all over the network) is not modelled"
+    return ""
+
+
+def unmodelled_layout(r: Mapping[str, Any], dp: float, moe: bool) -> str:
+    """Why the row's latency cannot be fitted as the cost model represents it ('' = it can): a MoE row whose GPUs
+    exceed tp x pp with no dp stated (replicas or attention DP ranks: unknown), and attention DP stated for a
+    dense model (no experts to share: not a layout of the cost model)."""
+    m = _ATTENTION_DP.search(str(r.get("notes") or ""))
+    if not moe and m and int(m.group(1)) > 1:
+        return "attention data parallelism of a dense model is not modelled"
+    if moe and dp > 1:
+        return "attention data parallelism or replicas (a MoE row with gpu_count > tp x pp, dp not stated) unknown"
     return ""
 
 
@@ -272,7 +310,7 @@ def unqueued_overload(tables: Tables, ms: MeasurementSet) -> NDArray[np.bool_]:
     if not len(ms):
         return np.zeros(0, dtype=bool)
     s = static_terms(tables, ms.cand)
-    per_replica = ms.cand.load / np.maximum(ms.cand.replicas, 1.0)
+    per_replica = ms.cand.load / s.replicas         # per serving unit: a replica's attention DP ranks each
     rounds = per_replica / np.maximum(s.cap_mean, 1.0) - 1.0
     wait_s = rounds * ms.cand.output_tok * ms.y[:, 2]
     closed = ms.cand.mode == MODES["concurrency"]

@@ -54,11 +54,32 @@ def test_unmodelled_layouts_leave_the_latency_fit(row: dict[str, Any]) -> None:
     adp = _copy(row, "adp", notes="attention_dp=4; moe_tp=1")
     ep = _copy(row, "ep", ep="2", ttft_ms="99", output_tok_s="1000")
     ms = prepare([adp, ep, _copy(row, "plain", ttft_ms="1.5")], CATALOG, TABLES, CONSTANTS)
-    # the attention-DP row had only latencies: nothing is left of it; the EP row keeps its throughput
-    assert ms.row_ids == ["ep", "plain"]
-    assert np.isnan(ms.y[0, 1:]).all() and ms.y[0, 0] == 1000.0
-    assert np.isfinite(ms.y[1]).sum() == 2
-    assert sum(v for k, v in ms.skipped.items() if k.startswith("latency not fitted")) == 2
+    # a dense model has no experts to share: the attention-DP row had only latencies (nothing is left of
+    # it), the EP row is not a layout that runs (ep must be 1)
+    assert ms.row_ids == ["plain"] and np.isfinite(ms.y[0]).sum() == 2
+    assert sum(v for k, v in ms.skipped.items() if k.startswith("latency not fitted")) == 1
+    assert sum(v for k, v in ms.skipped.items() if k.startswith("layout not runnable")) == 1
+
+
+def _shipped(**want: str) -> dict[str, Any]:
+    with PUBLISHED_CSV.open(encoding="utf-8", newline="") as fh:
+        for r in csv.DictReader(fh):
+            if all(r[k] == v for k, v in want.items()) and r["ttft_ms"] and r["tpot_ms"]:
+                return dict(r)
+    raise AssertionError(f"no shipped row {want}")
+
+
+def test_attention_dp_and_ep_rows_are_fitted_as_their_layout() -> None:
+    # DeepSeek-R1 on 8 B200s at tp 1 / dp 8 / ep 8 (aiconfigurator silicon data): one replica whose 8 attention
+    # DP ranks share the experts, not 8 replicas; 64 DP ranks span nodes and are left out with the reason
+    r1 = _shipped(model="deepseek-ai/DeepSeek-R1", engine="trtllm", tp="1", dp="8", ep="8", gpu_count="8")
+    wide = _shipped(model="deepseek-ai/DeepSeek-R1", engine="trtllm", tp="1", dp="64", ep="8", gpu_count="64")
+    ms = prepare([_copy(r1, "dp8"), _copy(wide, "dp64")], CATALOG, TABLES, CONSTANTS)
+    assert ms.row_ids == ["dp8"] and np.isfinite(ms.y[0, 1:]).all()
+    assert ms.cand.dp is not None
+    assert (ms.cand.tp[0], ms.cand.dp[0], ms.cand.ep[0], ms.cand.replicas[0]) == (1.0, 8.0, 8.0, 1.0)
+    if wide["gpu"] not in ("gb200", "gb300"):
+        assert any("across nodes" in k for k in ms.skipped)
 
 
 def test_modelopt_checkpoints_run_an_fp8_kv_cache(row: dict[str, Any]) -> None:
