@@ -185,6 +185,8 @@ def static_terms(t: Tables, c: Candidates) -> Static:
     expert_bytes = t.expert_params[m] * w_bytes_per_param / (np.maximum(tp * dp, c.ep) * pp)
     dense_bytes = ((t.linear_params[m] - t.expert_params[m]) * w_bytes_per_param
                    + t.embedding_params[m] * t.act_bytes) / n_gpu
+    # MLA down-projections stay whole on every TP rank (ReplicatedLinear): the share TP does not split
+    dense_bytes = dense_bytes + t.replicated_params[m] * w_bytes_per_param * (1.0 - 1.0 / tp) / pp
     weights = dense_bytes + expert_bytes
     kv_bytes_el = t.kv_bits[c.kvdtype] / 8.0
     kv_heads_gpu = np.ceil(t.kv_heads[m] / tp)

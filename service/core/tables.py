@@ -13,6 +13,7 @@ import numpy as np
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
 from service.core.architecture import arch_numbers
+from service.core.moe_layout import param_split
 from service.core.types import B_, I_, F
 from service.units import GB_BYTES, GIB_BYTES, MB_BYTES
 
@@ -42,6 +43,7 @@ class Tables:
     embedding_params: F         # input embedding + untied LM head, stored in 16 bits
     num_experts: F
     moe_layers: F               # layers whose MLP is routed experts (0 for dense models)
+    replicated_params: F        # weights every TP rank holds whole: MLA down-projections (moe_layout.param_split)
     experts_per_token: F
     mlp_width: F                # MLP intermediate elements one token materialises
     kv_elems_per_layer: F       # K+V elements per token per full-attention layer (whole model)
@@ -112,7 +114,9 @@ def build_tables(catalog: Catalog, constants: CostConstants, extra_models: list[
         embedding_params=arr([min(x.embedding_params, 0.5 * x.total_params) for x in a]),
         num_experts=arr([x.num_experts for x in a]),
         moe_layers=arr([m.num_layers - (getattr(m, "first_k_dense_layers", None) or 0) if m.num_experts else 0
-                        for m in models]), experts_per_token=arr([x.experts_per_token for x in a]),
+                        for m in models]),
+        replicated_params=arr([param_split(m).attn_replicated_params if m.mla_kv_lora_rank is not None else 0.0
+                               for m in models]), experts_per_token=arr([x.experts_per_token for x in a]),
         mlp_width=arr(mlp), kv_elems_per_layer=arr([x.kv_elems_per_token_per_layer for x in a]),
         is_mla=np.asarray([x.is_mla for x in a]), full_layers=arr([x.full_attn_layers for x in a]),
         window_layers=arr([x.window_layers for x in a]), window_tokens=arr([x.window_tokens for x in a]),

@@ -266,6 +266,8 @@ def test_r1_attention_dp_and_ep_on_8_h200_hold_the_experts_once_and_kv_per_rank(
     # docs/moe_layouts.md by hand: 100,817,025,024 B of FP8 weights per GPU at tp 1 dp 8 ep 8 (attention and
     # dense parts replicated per DP rank, the routed experts split over the 8 GPUs)
     assert dp8["memory_per_gpu_gb"]["weights"] == _approx(100.817, 0.01)
+    # and 85,119,449,088 B at tp 8 (the MLA down-projections whole on every GPU)
+    assert tp8["memory_per_gpu_gb"]["weights"] == _approx(85.119, 0.01)
     # each GPU keeps the KV of its own rank's sequences only: several times the sequences of tp 8 (~5.7 by hand)
     assert dp8["predicted"]["max_concurrency"] > 4 * tp8["predicted"]["max_concurrency"]
     # 1024 clients: more than tp 8 holds at once, within what dp 8 holds: the DP layout serves more tokens
