@@ -273,7 +273,8 @@ def prepare_tool(advisor: Advisor, body: ToolIngest, submitted_by: str) -> Prepa
     dep = body.deployment
     if dep.gpu_count is not None and dep.gpu_count != dep.total_gpus:
         raise InvalidRequest(["deployment", "gpu_count"], f"gpu_count {dep.gpu_count} != tp x pp x dp x replicas = "
-                             f"{dep.tp} x {dep.pp} x {dep.dp} x {dep.replicas} = {dep.total_gpus}", title="Invalid layout")
+                             f"{dep.tp} x {dep.pp} x {dep.dp} x {dep.replicas} = {dep.total_gpus}",
+                             title="Invalid layout")
     # The release that was measured need not be one the launch renderer knows: any version string is kept.
     advisor.check_runnable(model, dep.model_copy(update={"engine_version": None}),
                            Workload(input_tokens=1, output_tokens=1, concurrency=1), ["deployment"])
