@@ -150,6 +150,8 @@ def check_model_fit(ctx: Context) -> None:
             weights_gb_per_gpu = weight_bytes_per_rank(m, layout, ctx.weight.bits_per_weight).total_bytes / GB_BYTES
         except LayoutError as exc:
             raise LaunchError(str(exc)) from exc
+    # weights offloaded to host memory (vLLM --cpu-offload-gb, per GPU) do not stay on the GPU
+    weights_gb_per_gpu -= s.cpu_offload_gb or 0.0
     if weights_gb_per_gpu >= ctx.gpu.memory_gb:
         raise LaunchError(f"the {ctx.weight.name} weights of {m.id} need {weights_gb_per_gpu:.1f} GB per GPU at "
                           f"tp={s.tp} pp={s.pp}, more than the {ctx.gpu.memory_gb:g} GB of a {ctx.gpu.name}")

@@ -13,6 +13,7 @@ import math
 from typing import TYPE_CHECKING, Literal
 
 from gpu_catalog.schema import ModelSpec
+from service.engines.checkpoints import offered_weight_dtypes
 from service.errors import InvalidRequest
 from service.prediction.analytic import analyse
 from service.prediction.launch_settings import settings_for
@@ -67,11 +68,20 @@ def offload_trial(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap
     return dep, out.predicted.tpot_ms / MS_PER_S
 
 
+def offload_dtypes(adv: Advisor, model: ModelSpec, named: list[str] | None) -> list[str]:
+    """The weight dtypes offload trials use: those the request names, else the checkpoint's own (16 bits, or
+    the published dtypes of a release that is not 16-bit); only dtypes the model can be offered in."""
+    offered = offered_weight_dtypes(adv.catalog.resolve_model(model.id))
+    if offered is None:
+        return list(named or DEFAULT_OFFLOAD_DTYPES)
+    return [d for d in (named or sorted(offered)) if d in offered]
+
+
 def offload_offer(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied) -> Recommendation | None:
     """With cpu_offload allowed and nothing else fitting: the best offload trial (``offload_trial``) as the
     answer's recommendation, predicted as POST /v1/predictions predicts it, when it meets every bound."""
     cons = ap.constraints
-    trials = [t for g in (cons.gpus or sorted(adv.gpus)) for d in (cons.weight_dtypes or DEFAULT_OFFLOAD_DTYPES)
+    trials = [t for g in (cons.gpus or sorted(adv.gpus)) for d in offload_dtypes(adv, model, cons.weight_dtypes)
               if (t := offload_trial(adv, model, req, ap, g, d)) is not None]
     if not trials:
         return None
@@ -133,7 +143,7 @@ def relax_levers(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap:
     if not nothing_fits or "cpu_offload" in cons.allowed_levers or OFFLOAD_ENGINE not in engines:
         return out
     gpus = cons.gpus or sorted(adv.gpus)
-    dtypes = cons.weight_dtypes or list(DEFAULT_OFFLOAD_DTYPES)
+    dtypes = offload_dtypes(adv, model, cons.weight_dtypes)
     trials = [t for g in gpus for d in dtypes if (t := offload_trial(adv, model, req, ap, g, d)) is not None]
     if not trials:
         return out
