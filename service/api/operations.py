@@ -39,6 +39,9 @@ REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("request
 _SANE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 # Latency buckets, seconds: predictions take milliseconds, searches tens of ms, ingests with a refit seconds.
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# The methods metrics name (RFC 9110 section 9 and PATCH); any other token a client sends is counted as "other", so
+# that request content cannot add label values (each is a series kept for the worker's life).
+METRIC_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
 
 
 class JsonFormatter(logging.Formatter):
@@ -136,8 +139,9 @@ class RequestMiddleware:
             route = scope.get("route")       # set by recent Starlette routers; else the endpoint's path
             template = getattr(route, "path", None) or self._template(scope)
             method = scope.get("method", "")
-            self.metrics.requests.labels(template, method, str(status["code"])).inc()
-            self.metrics.latency.labels(template, method).observe(elapsed)
+            label = method if method in METRIC_METHODS else "other"
+            self.metrics.requests.labels(template, label, str(status["code"])).inc()
+            self.metrics.latency.labels(template, label).observe(elapsed)
             self.log.info("%s %s %d %.1f ms", method, scope.get("path", ""), status["code"], elapsed * 1e3,
                           extra={"request_id": rid, "method": method, "path": scope.get("path", ""),
                                  "status": status["code"],

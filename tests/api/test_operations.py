@@ -40,6 +40,17 @@ def test_metrics_count_requests_by_route_template(client: TestClient) -> None:
     assert "advisor_calibration_version" in text and "advisor_http_request_duration_seconds_bucket" in text
 
 
+def test_metrics_series_stay_bounded_whatever_methods_clients_send(client: TestClient) -> None:
+    # each label value is a series kept for the worker's life: request content must not add them
+    for i in range(30):
+        client.request(f"X{i}METHOD", f"/v1/gpus/h100-sxm?n={i}")
+    lines = [ln for ln in client.get("/metrics").text.splitlines() if ln.startswith("advisor_http_requests_total{")]
+    assert not any("X1METHOD" in ln for ln in lines)
+    assert any('method="other",route="/v1/gpus/{gpu_id}",status="405"' in ln for ln in lines)
+    methods = {ln.split('method="', 1)[1].split('"', 1)[0] for ln in lines}
+    assert methods <= {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "other"}
+
+
 def test_search_candidates_are_counted(client: TestClient) -> None:
     def count() -> float:
         for line in client.get("/metrics").text.splitlines():
