@@ -1,13 +1,14 @@
-"""The candidate space: the lazily indexed layout table and the checks of the request's id lists."""
+"""The candidate space: the lazily indexed layout table, the bound on the layout tables a worker keeps, and the\nchecks of the request's id lists."""
 
 from __future__ import annotations
 
 import itertools
 
 import pytest
+from fastapi.testclient import TestClient
 
 from service.errors import InvalidRequest
-from service.recommendation.space import Layouts, check_list
+from service.recommendation.space import LAYOUT_TABLES_KEPT, Layouts, check_list
 
 
 def test_layouts_index_as_the_blocks_product() -> None:
@@ -34,3 +35,23 @@ def test_id_lists_are_checked_deduplicated_and_default_to_all() -> None:
     with pytest.raises(InvalidRequest) as err:
         check_list(["l4", "h100"], known, "gpus")
     assert err.value.field == ["constraints", "gpus", 1] and err.value.valid == ["a10", "h100-sxm", "l4"]
+
+
+def test_layout_tables_kept_stay_bounded_over_many_distinct_requests(client: TestClient) -> None:
+    # the tables are kept by request content (allowed GPUs, GPU count, ...): more distinct requests than the bound
+    # must not keep more tables than the bound
+    gpus = ["a10", "l4", "l40s", "a100-80gb-sxm"]
+    subsets = [list(c) for n in range(1, len(gpus) + 1) for c in itertools.combinations(gpus, n)]
+    asked = list(itertools.product(subsets, (1, 2, 4, 8, 16)))[: LAYOUT_TABLES_KEPT + 6]
+    assert len(asked) > LAYOUT_TABLES_KEPT
+    state = client.app.state.app_state  # type: ignore[attr-defined]
+    sizes = []
+    for allowed, max_gpus in asked:
+        r = client.post("/v1/recommendations", json={
+            "model": "meta-llama/Llama-3.1-8B-Instruct", "workload": {"input_tokens": 256, "output_tokens": 64,
+                                                                      "concurrency": 2},
+            "constraints": {"gpus": allowed, "max_gpus": max_gpus}})
+        assert r.status_code == 200, r.text
+        sizes.append(len(state.current().recommender.layouts.held[1]))
+    assert max(sizes) <= LAYOUT_TABLES_KEPT
+    assert max(sizes) > 1                  # tables were kept at all
