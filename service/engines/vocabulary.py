@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,12 @@ def version_tuple(version: str | None) -> tuple[int, int, int] | None:
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
-@cache
+# Vocabulary files parsed and kept: more than the files in gpu_catalog/data/engines (a bound on memory should a
+# caller ever pass other paths; the kept documents are read-only).
+ENGINE_FILES_KEPT = 32
+
+
+@lru_cache(maxsize=ENGINE_FILES_KEPT)
 def read_engine_file(path: Path) -> Any:
     """An engine vocabulary file as parsed, once per process. Callers do not change what it returns."""
     with path.open(encoding="utf-8") as fh:
