@@ -1,4 +1,5 @@
-"""The candidate space: the lazily indexed layout table, the bound on the layout tables a worker keeps, and the\nchecks of the request's id lists."""
+"""The candidate space: the lazily indexed layout table, the bound on the layout tables a worker keeps, and the
+checks of the request's id lists."""
 
 from __future__ import annotations
 
