@@ -16,6 +16,7 @@ once, and that a calibration made through one worker is used by every worker wit
     python benchmarks/load.py                          # 64 clients, 30 s, 2 workers
     python benchmarks/load.py --clients 16 --seconds 20
     python benchmarks/load.py --seconds 1200 --soak    # the 20-minute soak
+    python benchmarks/load.py --seconds 300 --soak --malloc-arena-max default   # glibc's own arenas
     TEST_POSTGRES_URL=postgresql+psycopg://user@host:5432/db python benchmarks/load.py --port 8400
     python benchmarks/load.py --root /path/to/other/checkout   # the same load against another version
 """
@@ -110,8 +111,8 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 600) 
 
 
 @contextlib.contextmanager
-def server(workers: int, port: int, root: Path, cv: str,
-           log: Path | None = None) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
+def server(workers: int, port: int, root: Path, cv: str, log: Path | None = None,
+           arenas: str = "2") -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
     """uvicorn with ``workers`` processes on a fresh PostgreSQL schema; yields (base url, database url, process)."""
     schema = f"load_{uuid.uuid4().hex[:10]}"
     admin = create_engine(PG_URL)
@@ -121,6 +122,9 @@ def server(workers: int, port: int, root: Path, cv: str,
     env = {**os.environ, "DATABASE_URL": db_url, "CALIBRATION_CV": cv, "ADVISOR_API_KEY": WRITE_KEY,
            "CALIBRATION_REFRESH_S": str(REFRESH_S), "LOG_LEVEL": "INFO" if log else "WARNING",
            "STARTUP_MODE": "background"}
+    env.pop("MALLOC_ARENA_MAX", None)
+    if arenas != "default":          # as the Dockerfile sets it
+        env["MALLOC_ARENA_MAX"] = arenas
     out = log.open("wb") if log else None
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "service.main:app", "--port", str(port),
                              "--workers", str(workers), "--log-level", "warning", "--timeout-graceful-shutdown",
@@ -397,8 +401,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--soak", action="store_true", help="sample the workers' resident memory every 10 s")
     ap.add_argument("--root", type=Path, default=ROOT, help="the checkout to serve (default: this one)")
     ap.add_argument("--server-log", type=Path, help="the workers' log (INFO: a line per request) into this file")
+    ap.add_argument("--malloc-arena-max", default="2",
+                    help="MALLOC_ARENA_MAX of the workers, as the Dockerfile sets it ('default': glibc's own)")
     args = ap.parse_args(argv)
-    with server(args.workers, args.port or _free_port(), args.root, args.cv, args.server_log) as (url, db_url, proc):
+    with server(args.workers, args.port or _free_port(), args.root, args.cv, args.server_log,
+                args.malloc_arena_max) as (url, db_url, proc):
         rss: list[tuple[float, dict[int, int]]] = []
         stop = False
 
