@@ -10,7 +10,7 @@ import numpy as np
 
 from gpu_catalog.schema import CostConstants
 from service.core.calibration.fit import fit
-from service.core.calibration.measurements import METRICS, MeasurementSet
+from service.core.calibration.measurements import METRICS, MeasurementSet, split_layout
 from service.core.calibration.predict import predict_measured
 from service.core.tables import Tables
 from service.core.types import F
@@ -60,8 +60,7 @@ def cross_validate(tables: Tables, ms: MeasurementSet, constants: CostConstants,
 def layout_labels(ms: MeasurementSet) -> list[str]:
     """Each row's layout class: ``moe dp/ep > 1`` (attention data parallelism or expert parallelism), ``moe``
     (MoE or MLA model, experts split by TP), or ``dense``."""
-    dp = ms.cand.dp if ms.cand.dp is not None else np.ones(len(ms))
-    split = (dp > 1) | (ms.cand.ep > 1)
+    split = split_layout(ms)
     return ["dense" if c == "dense" else "moe dp/ep > 1" if s else "moe"
             for c, s in zip(ms.classes, split.tolist(), strict=True)]
 

@@ -4,6 +4,10 @@ Segments form a hierarchy, each level shrunk toward its parent:
 
     global -> engine -> engine/architecture -> engine/gpu -> engine/gpu/weight-dtype
 
+The global and engine levels are the parents every class segment is shrunk toward; they are fitted without the
+attention-DP / expert-parallel rows (``split_layout``), whose overheads (the all-to-all, the DP ranks' shared
+expert steps) no other layout has. Those rows fit their class's overheads and their GPU's efficiencies.
+
 A level is fitted in one robust least-squares problem (scipy.optimize.least_squares, soft-L1 loss on
 log-ratios of predicted to measured throughput, TTFT and TPOT) whose unknowns are the log-parameters of
 every segment of that level, plus a prior term that pulls each segment toward its parent's values with
@@ -31,7 +35,7 @@ from scipy.optimize import least_squares
 from scipy.sparse import coo_matrix
 
 from gpu_catalog.schema import CostConstants
-from service.core.calibration.measurements import MeasurementSet
+from service.core.calibration.measurements import MeasurementSet, split_layout
 from service.core.calibration.predict import predict_metrics
 from service.core.calibration.segments import (
     CLASS_LEVEL,
@@ -59,6 +63,8 @@ PRIOR_ROWS = 6.0            # a segment's parent counts as this many measurement
 PRIOR_SIGMA_LOG = 0.5       # spread of a segment's log-parameter around its parent's
 LOSS_SCALE_LOG = 0.15       # soft-L1 knee: residuals beyond ~15% count linearly (robust to outliers)
 MAX_NFEV_PER_LEVEL = 60
+# levels fitted on the rows of the layouts every model class shares (not attention DP / expert parallelism)
+SHARED_LEVELS = ("global", "engine")
 
 
 def _bounds(constants: CostConstants) -> tuple[F, F, F]:
@@ -182,13 +188,20 @@ def fit(tables: Tables, ms: MeasurementSet, constants: CostConstants) -> Calibra
     generation = np.zeros(len(engines))
     hw = np.asarray([n in HARDWARE_PARAMS for n in PARAM_NAMES])
     harness = np.zeros(len(ms))
+    shared = ~split_layout(ms)
+    # an engine measured only in those layouts fits its global and engine levels on them (it has no others)
+    eng = np.asarray([k[0] for k in ms.keys])
+    for e in set(eng[~shared].tolist()) - set(eng[shared].tolist()):
+        shared |= eng == e
     for level in ("global", "engine", CLASS_LEVEL, *LEVELS[2:]):
         if level == CLASS_LEVEL:
             seg_of = [class_key(k[0], c) for k, c in zip(ms.keys, ms.classes, strict=True)]
         else:
             seg_of = [segment_key(level, k) for k in ms.keys]
-        seg_keys = sorted(set(seg_of))
-        rows_of = {sk: np.asarray([i for i, x in enumerate(seg_of) if x == sk], dtype=np.int64) for sk in seg_keys}
+        use = shared if level in SHARED_LEVELS else np.ones(len(ms), dtype=bool)
+        seg_keys = sorted({x for x, u in zip(seg_of, use.tolist(), strict=True) if u})
+        rows_of = {sk: np.asarray([i for i, x in enumerate(seg_of) if x == sk and use[i]], dtype=np.int64)
+                   for sk in seg_keys}
         support = {sk: _latency_support(ms, rows_of[sk]) for sk in seg_keys}
         if level == CLASS_LEVEL:     # a class segment owns its overheads only with several architectures
             seg_keys = [sk for sk in seg_keys if support[sk]["architectures"] >= MIN_ARCHITECTURES]

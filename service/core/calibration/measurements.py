@@ -274,6 +274,14 @@ def unmodelled_layout(r: Mapping[str, Any], dp: float, moe: bool) -> str:
     return ""
 
 
+def split_layout(ms: MeasurementSet) -> NDArray[np.bool_]:
+    """Mask of the rows run with attention data parallelism or expert parallelism (dp > 1 or ep > 1): MoE
+    layouts whose latency holds the all-to-all and the DP ranks' shared expert steps, absent from every other
+    layout."""
+    dp = ms.cand.dp if ms.cand.dp is not None else np.ones(len(ms))
+    return np.asarray((dp > 1) | (ms.cand.ep > 1), dtype=bool)
+
+
 def duplicate_latency(rows: Sequence[Mapping[str, Any]], catalog: Catalog) -> dict[str, str]:
     """Rows whose TTFT and TPOT repeat another row's of the same source exactly, with the reason each is left
     out (independent sources, users' ingests among them, may well agree to the digit): all but the
