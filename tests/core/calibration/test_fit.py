@@ -22,6 +22,7 @@ from service.core.calibration import (
     predict_metrics,
     prepare,
 )
+from service.core.calibration.measurements import split_layout
 from service.core.costmodel import PARAM_NAMES, Params, build_tables
 
 CATALOG = load_catalog()
@@ -114,3 +115,20 @@ def test_parameters_are_keyed_by_what_varies(subset: MeasurementSet) -> None:
     plain = predict_metrics(TABLES, subset, cal.params_for(subset.keys, subset.current, subset.classes))
     measured = predict_measured(TABLES, subset, cal)
     assert np.allclose(measured[:, 1] - plain[:, 1], cal.harness_s(subset.sources), equal_nan=True)
+
+
+def test_attention_dp_and_expert_parallel_rows_do_not_move_the_shared_levels() -> None:
+    """The global and engine segments (every class segment's prior) are fitted without the attention-DP /
+    expert-parallel rows: the same with and without them; those rows still fit their GPU's efficiencies."""
+    with PUBLISHED_CSV.open(encoding="utf-8", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["quality"] == "good" and r["gpu"] == "h200-sxm"
+                and r["engine"] == "trtllm"]
+    ms = prepare(rows, CATALOG, TABLES, CONSTANTS)
+    split = split_layout(ms)
+    assert split.sum() >= 10 and (~split).sum() >= 100
+    with_split = fit(TABLES, ms, CONSTANTS)
+    without = fit(TABLES, ms.take(np.flatnonzero(~split)), CONSTANTS)
+    for seg in ("global", "trtllm"):
+        assert with_split.segments[seg]["params"] == without.segments[seg]["params"]
+    assert with_split.harness == without.harness
+    assert with_split.segments["trtllm/h200-sxm"]["n"] == len(ms)
