@@ -598,6 +598,107 @@ def tenstorrent_gpu_rows(_: Path) -> list[Row]:
     return rows
 
 # ---------------------------------------------------------------------------------------------------------------
+# Markdown write-ups that paste each benchmark_serving.py / vllm bench serve command next to its console summary:
+# (heading, the command's flags, the summary's fields) for each summary, in document order.
+
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?:[ =]+(?!--)(\S+))?")
+
+
+def command_summaries(text: str) -> Iterator[tuple[str, dict[str, str], dict[str, str]]]:
+    heading, flags, current = "", {}, None
+    cmd: list[str] = []
+    for line in text.splitlines():
+        s = line.strip()
+        title = s.lstrip("#").strip()
+        if s.startswith("#") and current is None and not s.startswith("#!") and not title.startswith(
+                ("Traffic", "Burstiness", "Maximum")):  # console lines commented out in shell scripts
+            heading = title
+        if "benchmark_serving.py" in s or s.startswith(("vllm bench serve", "python3 -m vllm.entrypoints.cli")):
+            cmd = [s]
+        elif cmd and cmd[-1].endswith("\\"):
+            cmd.append(s)
+        if cmd and not cmd[-1].endswith("\\"):
+            words = " ".join(cmd).replace("\\", " ")
+            flags = {m.group(1): (m.group(2) or "").strip("'\"") for m in _FLAG.finditer(words)}
+            cmd = []
+        if "Serving Benchmark Result" in s:
+            current = []
+        elif current is not None and s.startswith("=====") and current:
+            yield heading, dict(flags), parse_summary(current)
+            current = None
+        elif current is not None:
+            current.append(s)
+
+
+def _load_fields(f: dict[str, str], flags: dict[str, str]) -> tuple[str, str, str, list[str]]:
+    """mode, concurrency, request rate and normalisation notes of one run, from its flags and summary."""
+    n = f["requests"]
+    conc = flags.get("max-concurrency", "")
+    rate = flags.get("request-rate", "inf")
+    if conc:
+        return "concurrency", conc, "", [f"closed loop: {n} requests at max concurrency {conc}"]
+    if rate not in ("", "inf"):
+        return "request_rate", "", rate, [f"open loop at {rate} req/s ({n} prompts)"]
+    if n == "1":
+        return "concurrency", "1", "", ["a single request (num-prompts 1, nothing else in flight): concurrency 1"]
+    return "offline", "", "", [f"all-at-once ({n} prompts, request rate inf, no max concurrency)"]
+
+
+# dennislee22/vLLM-benchmarking README: vLLM 0.10.1.1 (startup logs) serving Qwen2-7B-Instruct, Qwen2.5-32B and
+# Qwen2-72B on A100 GPUs of a Cloudera AI cluster, benchmark_serving.py on random prompts. Per test section:
+# (gpu, gpu count, tp, weak reasons). Test 9 (gpt-oss-120b, MoE) is left out.
+DENNISLEE_COMMIT = "b474d1e053c35c9aef8c02aae4efbc0d8675f033"
+_DL_A100 = "A100 form factor not stated (SXM assumed)"
+DENNISLEE_TESTS = {
+    "Test 1": ("a100-40gb-sxm", 2, 2, [_DL_A100, "A100 memory: the article says 80GB, the test's startup log is "
+                                       "named 2gpuA10040GB (40 GB taken); the 2 GPUs are on 2 nodes (Ray)"]),
+    "Test 2": ("a100-80gb-sxm", 2, 2, [_DL_A100]),
+    "Test 3": ("a100-80gb-sxm", 2, 2, [_DL_A100,
+                                       "TP 2 inferred from '2 GPU pods' (the startup log does not print it)"]),
+    "Test 4": ("a100-80gb-sxm", 1, 1, [_DL_A100]),
+    "Test 5": ("a100-80gb-sxm", 1, 1, [_DL_A100]),
+    "Test 6": ("a100-80gb-sxm", 2, 2, [_DL_A100, "TP 2 inferred from '2 GPU pods' (no startup log)"]),
+    "Test 7": ("a100-80gb-sxm", 1, 1, [_DL_A100]),
+    "Test 8": ("a100-80gb-sxm", 2, 2, [_DL_A100, "TP 2 inferred from '2 GPU pods' (no startup log)"]),
+}
+_DL_MODELS = {"Qwen2-7B-Instruct": "Qwen/Qwen2-7B-Instruct", "Qwen2.5-32B": "Qwen/Qwen2.5-32B",
+              "Qwen2-72B": "Qwen/Qwen2-72B"}
+
+
+def dennislee_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for heading, flags, f in command_summaries(git_show(git_dir, DENNISLEE_COMMIT, "README.md")):
+        test = re.search(r"Test \d+", heading)
+        model = _DL_MODELS.get(flags.get("model", ""))
+        if not test or test.group(0) not in DENNISLEE_TESTS or model is None or "ttft_mean" not in f:
+            continue
+        gpu, n, tp, weak = DENNISLEE_TESTS[test.group(0)]
+        isl, osl = flags["random-input-len"], flags["random-output-len"]
+        mode, conc, rate, norm = _load_fields(f, flags)
+        weak = [*weak, "random prompts served with prefix caching on (vLLM default; the logs show prefix-cache hits)"]
+        if int(f["output_total"]) < 0.98 * int(f["requests"]) * int(osl):
+            weak.append(f"requests stopped early: {f['output_total']} of {int(f['requests']) * int(osl)} output "
+                        "tokens generated")
+        rows.append({
+            "quality": "weak", "source_id": "dennislee_vllm_benchmarking",
+            "source": f"github dennislee22/vLLM-benchmarking README.md @{DENNISLEE_COMMIT[:10]}",
+            "engine": "vllm", "engine_version": "0.10.1.1", "gpu": gpu, "gpu_count": str(n), "model": model,
+            "weight_dtype": "bf16", "kv_dtype": "auto", "tp": str(tp), "pp": "1", "dp": "1", "mode": mode,
+            "input_tokens": isl, "output_tokens": osl, "concurrency": conc, "request_rate": rate,
+            "output_tok_s": f["output_tok_s"], "total_tok_s": f["total_tok_s"],
+            "requests_per_s": _positive(f["requests_per_s"]), "ttft_ms": f["ttft_mean"], "ttft_stat": "mean",
+            "tpot_ms": f["tpot_mean"], "tpot_stat": "mean", "itl_ms": f.get("itl_mean", ""),
+            "itl_stat": "mean" if f.get("itl_mean") else "", "orig_gpu": heading.split("Test", 1)[-1][3:].strip(),
+            "orig_model": flags["model"], "orig_engine": "vLLM",
+            "notes": f"[weak: {'; '.join(weak)}] [norm: {'; '.join(norm)}; random dataset --random-input-len {isl} "
+                     f"--random-output-len {osl}; published totals {f['input_total']} input / {f['output_total']} "
+                     f"generated tokens] [source notes: section '{test.group(0)}'; dtype bfloat16 and vLLM version "
+                     f"from the startup logs; median TTFT {f.get('ttft_median', '-')} ms, median TPOT "
+                     f"{f.get('tpot_median', '-')} ms; duration {f.get('duration_s', '-')} s; benchmark_serving.py]",
+        })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     # row-id prefix: (mirror directory name, short name, extractor)
@@ -608,6 +709,7 @@ SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     "dl-dsv": ("dstackai+benchmarks", "dstack TGI vs vLLM on 8x MI300X (vLLM rows)", dstack_tgi_vs_vllm_rows),
     "dl-gpq": ("gpustack+gpustack", "GPUStack quantization reference (Qwen3-8B)", gpustack_quantization_rows),
     "dl-ttg": ("", "Tenstorrent GPU reference runs (issue excerpts, transcribed)", tenstorrent_gpu_rows),
+    "dl-dlb": ("dennislee22+vLLM-benchmarking", "dennislee22 vLLM benchmarking (Qwen2/2.5 on A100)", dennislee_rows),
 }
 
 
