@@ -675,7 +675,8 @@ def dennislee_rows(git_dir: Path) -> list[Row]:
         gpu, n, tp, weak = DENNISLEE_TESTS[test.group(0)]
         isl, osl = flags["random-input-len"], flags["random-output-len"]
         mode, conc, rate, norm = _load_fields(f, flags)
-        weak = [*weak, "random prompts served with prefix caching on (vLLM default; the logs show prefix-cache hits)"]
+        weak = [*weak, "prefix caching on (vLLM default) while the same seeded random prompts were sent run after run: "
+                       "the logs show prefix-cache hits, so TTFT may skip part of the prefill"]
         if int(f["output_total"]) < 0.98 * int(f["requests"]) * int(osl):
             weak.append(f"requests stopped early: {f['output_total']} of {int(f['requests']) * int(osl)} output "
                         "tokens generated")
