@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import re
 import subprocess
 import sys
@@ -699,6 +700,57 @@ def dennislee_rows(git_dir: Path) -> list[Row]:
         })
     return rows
 
+# surajssd/llm-k8s results_serving_meta-llama-Llama-3.3-70B-Instruct/ (commit "Add results"): vLLM's
+# benchmark_serving.py result JSONs of Llama-3.3-70B-Instruct on Azure Standard_ND96asr_v4 VMs, ShareGPT 200 prompts
+# at 1, 4, 16 req/s and all at once, single node TP8 and two nodes TP4 x PP2 (with and without InfiniBand).
+SURAJ_COMMIT = "58b61c59450e06073120a8ad166c1e9c333851a7"
+SURAJ_DIR = "results_serving_meta-llama-Llama-3.3-70B-Instruct"
+SURAJ_RUNS = {  # run directory -> (tp, pp, file stem, vLLM version or "", setup note)
+    "01_tp8_pp1": (8, 1, "tp8_pp1", "", "one VM, TP8"),
+    "02_tp4_pp2_no_IB": (4, 2, "tp4_pp2", "0.8.3", "two VMs, TP4 x PP2 (8 GPUs) without InfiniBand"),
+    "03_tp4_pp2_IB": (4, 2, "tp4_pp2", "0.8.3", "two VMs, TP4 x PP2 (8 GPUs) over InfiniBand, trial 1"),
+    "04_tp4_pp2_IB": (4, 2, "tp4_pp2", "0.8.3", "two VMs, TP4 x PP2 (8 GPUs) over InfiniBand, trial 2"),
+}
+SURAJ_SERVER = ("server (lws-run-1.sh/lws-run-2.sh logs): vLLM 0.8.3 api_server --tensor-parallel-size 4 "
+                "--pipeline-parallel-size 2 --enable-prefix-caching, dtype torch.bfloat16")
+_SURAJ_GPU = ("GPU from the Azure VM size Standard_ND96asr_v4 (8x A100 40GB SXM4 in Azure's VM documentation); "
+              "the source names only the VM size")
+
+
+def suraj_llm_k8s_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for run, (tp, pp, stem, version, setup) in SURAJ_RUNS.items():
+        for qps in ("01", "04", "16", "inf"):
+            path = f"{SURAJ_DIR}/{run}/serving_meta-llama-Llama-3.3-70B-Instruct_{stem}_sharegpt_qps_{qps}.json"
+            r = json.loads(git_show(git_dir, SURAJ_COMMIT, path))
+            meta = json.loads(git_show(git_dir, SURAJ_COMMIT, path.replace(".json", ".commands")))
+            weak = [_SURAJ_GPU] + ([] if version else ["vLLM version, dtype and server flags not stated for this run "
+                                                         "(bf16 taken: the checkpoint's dtype)"])
+            n, rate = r["completed"], r["request_rate"]
+            if rate == "inf" or rate == float("inf"):
+                mode, norm = "offline", f"all-at-once ({n} prompts, request rate inf)"
+            else:
+                mode, norm = "request_rate", f"open loop at {rate} req/s ({n} prompts, Poisson arrivals)"
+            rows.append({
+                "quality": "weak", "source_id": "surajssd_llm_k8s_llama33_70b",
+                "source": f"github surajssd/llm-k8s {path} @{SURAJ_COMMIT[:10]}", "engine": "vllm",
+                "engine_version": version, "gpu": "a100-40gb-sxm", "gpu_count": str(tp * pp),
+                "model": "meta-llama/Llama-3.3-70B-Instruct", "weight_dtype": "bf16", "kv_dtype": "auto",
+                "tp": str(tp), "pp": str(pp), "dp": "1", "mode": mode,
+                "request_rate": "" if mode == "offline" else str(rate),
+                "output_tok_s": str(r["output_throughput"]), "total_tok_s": str(r["total_token_throughput"]),
+                "requests_per_s": str(r["request_throughput"]), "ttft_ms": str(r["mean_ttft_ms"]),
+                "ttft_stat": "mean", "tpot_ms": str(r["mean_tpot_ms"]), "tpot_stat": "mean",
+                "itl_ms": str(r["mean_itl_ms"]), "itl_stat": "mean", "orig_gpu": meta["gpu_type"],
+                "orig_model": r["model_id"], "orig_engine": "vLLM",
+                "notes": f"[weak: {'; '.join(weak)}] [norm: {norm}; input_tokens: ShareGPT ({r['total_input_tokens']} "
+                         f"tokens / {n} req); output_tokens: ShareGPT ({r['total_output_tokens']} tokens / {n} req)] "
+                         f"[source notes: {setup}; {SURAJ_SERVER if version else 'server command not published'}; "
+                         f"median TTFT {r['median_ttft_ms']} ms, median TPOT "
+                         f"{r['median_tpot_ms']} ms; duration {r['duration']} s; benchmark_serving.py]",
+            })
+    return rows
+
 # ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
@@ -711,6 +763,7 @@ SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     "dl-gpq": ("gpustack+gpustack", "GPUStack quantization reference (Qwen3-8B)", gpustack_quantization_rows),
     "dl-ttg": ("", "Tenstorrent GPU reference runs (issue excerpts, transcribed)", tenstorrent_gpu_rows),
     "dl-dlb": ("dennislee22+vLLM-benchmarking", "dennislee22 vLLM benchmarking (Qwen2/2.5 on A100)", dennislee_rows),
+    "dl-slk": ("surajssd+llm-k8s", "surajssd llm-k8s Llama-3.3-70B on Azure A100 (TP8, TP4 x PP2)", suraj_llm_k8s_rows),
 }
 
 
