@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import re
 import subprocess
 import sys
@@ -598,6 +599,159 @@ def tenstorrent_gpu_rows(_: Path) -> list[Row]:
     return rows
 
 # ---------------------------------------------------------------------------------------------------------------
+# Markdown write-ups that paste each benchmark_serving.py / vllm bench serve command next to its console summary:
+# (heading, the command's flags, the summary's fields) for each summary, in document order.
+
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?:[ =]+(?!--)(\S+))?")
+
+
+def command_summaries(text: str) -> Iterator[tuple[str, dict[str, str], dict[str, str]]]:
+    heading, flags, current = "", {}, None
+    cmd: list[str] = []
+    for line in text.splitlines():
+        s = line.strip()
+        title = s.lstrip("#").strip()
+        if s.startswith("#") and current is None and not s.startswith("#!") and not title.startswith(
+                ("Traffic", "Burstiness", "Maximum")):  # console lines commented out in shell scripts
+            heading = title
+        if "benchmark_serving.py" in s or s.startswith(("vllm bench serve", "python3 -m vllm.entrypoints.cli")):
+            cmd = [s]
+        elif cmd and cmd[-1].endswith("\\"):
+            cmd.append(s)
+        if cmd and not cmd[-1].endswith("\\"):
+            words = " ".join(cmd).replace("\\", " ")
+            flags = {m.group(1): (m.group(2) or "").strip("'\"") for m in _FLAG.finditer(words)}
+            cmd = []
+        if "Serving Benchmark Result" in s:
+            current = []
+        elif current is not None and s.startswith("=====") and current:
+            yield heading, dict(flags), parse_summary(current)
+            current = None
+        elif current is not None:
+            current.append(s)
+
+
+def _load_fields(f: dict[str, str], flags: dict[str, str]) -> tuple[str, str, str, list[str]]:
+    """mode, concurrency, request rate and normalisation notes of one run, from its flags and summary."""
+    n = f["requests"]
+    conc = flags.get("max-concurrency", "")
+    rate = flags.get("request-rate", "inf")
+    if conc:
+        return "concurrency", conc, "", [f"closed loop: {n} requests at max concurrency {conc}"]
+    if rate not in ("", "inf"):
+        return "request_rate", "", rate, [f"open loop at {rate} req/s ({n} prompts)"]
+    if n == "1":
+        return "concurrency", "1", "", ["a single request (num-prompts 1, nothing else in flight): concurrency 1"]
+    return "offline", "", "", [f"all-at-once ({n} prompts, request rate inf, no max concurrency)"]
+
+
+# dennislee22/vLLM-benchmarking README: vLLM 0.10.1.1 (startup logs) serving Qwen2-7B-Instruct, Qwen2.5-32B and
+# Qwen2-72B on A100 GPUs of a Cloudera AI cluster, benchmark_serving.py on random prompts. Per test section:
+# (gpu, gpu count, tp, weak reasons). Test 9 (gpt-oss-120b, MoE) is left out.
+DENNISLEE_COMMIT = "b474d1e053c35c9aef8c02aae4efbc0d8675f033"
+_DL_A100 = "A100 form factor not stated (SXM assumed)"
+DENNISLEE_TESTS = {
+    "Test 1": ("a100-40gb-sxm", 2, 2, [_DL_A100, "A100 memory: the article says 80GB, the test's startup log is "
+                                       "named 2gpuA10040GB (40 GB taken); the 2 GPUs are on 2 nodes (Ray)"]),
+    "Test 2": ("a100-80gb-sxm", 2, 2, [_DL_A100]),
+    "Test 3": ("a100-80gb-sxm", 2, 2, [_DL_A100,
+                                       "TP 2 inferred from '2 GPU pods' (the startup log does not print it)"]),
+    "Test 4": ("a100-80gb-sxm", 1, 1, [_DL_A100]),
+    "Test 5": ("a100-80gb-sxm", 1, 1, [_DL_A100]),
+    "Test 6": ("a100-80gb-sxm", 2, 2, [_DL_A100, "TP 2 inferred from '2 GPU pods' (no startup log)"]),
+    "Test 7": ("a100-80gb-sxm", 1, 1, [_DL_A100]),
+    "Test 8": ("a100-80gb-sxm", 2, 2, [_DL_A100, "TP 2 inferred from '2 GPU pods' (no startup log)"]),
+}
+_DL_MODELS = {"Qwen2-7B-Instruct": "Qwen/Qwen2-7B-Instruct", "Qwen2.5-32B": "Qwen/Qwen2.5-32B",
+              "Qwen2-72B": "Qwen/Qwen2-72B"}
+
+
+def dennislee_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for heading, flags, f in command_summaries(git_show(git_dir, DENNISLEE_COMMIT, "README.md")):
+        test = re.search(r"Test \d+", heading)
+        model = _DL_MODELS.get(flags.get("model", ""))
+        if not test or test.group(0) not in DENNISLEE_TESTS or model is None or "ttft_mean" not in f:
+            continue
+        gpu, n, tp, weak = DENNISLEE_TESTS[test.group(0)]
+        isl, osl = flags["random-input-len"], flags["random-output-len"]
+        mode, conc, rate, norm = _load_fields(f, flags)
+        weak = [*weak, "prefix caching on (vLLM default) while the same seeded random prompts were sent run after run: "
+                       "the logs show prefix-cache hits, so TTFT may skip part of the prefill"]
+        if int(f["output_total"]) < 0.98 * int(f["requests"]) * int(osl):
+            weak.append(f"requests stopped early: {f['output_total']} of {int(f['requests']) * int(osl)} output "
+                        "tokens generated")
+        rows.append({
+            "quality": "weak", "source_id": "dennislee_vllm_benchmarking",
+            "source": f"github dennislee22/vLLM-benchmarking README.md @{DENNISLEE_COMMIT[:10]}",
+            "engine": "vllm", "engine_version": "0.10.1.1", "gpu": gpu, "gpu_count": str(n), "model": model,
+            "weight_dtype": "bf16", "kv_dtype": "auto", "tp": str(tp), "pp": "1", "dp": "1", "mode": mode,
+            "input_tokens": isl, "output_tokens": osl, "concurrency": conc, "request_rate": rate,
+            "output_tok_s": f["output_tok_s"], "total_tok_s": f["total_tok_s"],
+            "requests_per_s": _positive(f["requests_per_s"]), "ttft_ms": f["ttft_mean"], "ttft_stat": "mean",
+            "tpot_ms": f["tpot_mean"], "tpot_stat": "mean", "itl_ms": f.get("itl_mean", ""),
+            "itl_stat": "mean" if f.get("itl_mean") else "", "orig_gpu": heading.split("Test", 1)[-1][3:].strip(),
+            "orig_model": flags["model"], "orig_engine": "vLLM",
+            "notes": f"[weak: {'; '.join(weak)}] [norm: {'; '.join(norm)}; random dataset --random-input-len {isl} "
+                     f"--random-output-len {osl}; published totals {f['input_total']} input / {f['output_total']} "
+                     f"generated tokens] [source notes: section '{test.group(0)}'; dtype bfloat16 and vLLM version "
+                     f"from the startup logs; median TTFT {f.get('ttft_median', '-')} ms, median TPOT "
+                     f"{f.get('tpot_median', '-')} ms; duration {f.get('duration_s', '-')} s; benchmark_serving.py]",
+        })
+    return rows
+
+# surajssd/llm-k8s results_serving_meta-llama-Llama-3.3-70B-Instruct/ (commit "Add results"): vLLM's
+# benchmark_serving.py result JSONs of Llama-3.3-70B-Instruct on Azure Standard_ND96asr_v4 VMs, ShareGPT 200 prompts
+# at 1, 4, 16 req/s and all at once, single node TP8 and two nodes TP4 x PP2 (with and without InfiniBand).
+SURAJ_COMMIT = "58b61c59450e06073120a8ad166c1e9c333851a7"
+SURAJ_DIR = "results_serving_meta-llama-Llama-3.3-70B-Instruct"
+SURAJ_RUNS = {  # run directory -> (tp, pp, file stem, vLLM version or "", setup note)
+    "01_tp8_pp1": (8, 1, "tp8_pp1", "", "one VM, TP8"),
+    "02_tp4_pp2_no_IB": (4, 2, "tp4_pp2", "0.8.3", "two VMs, TP4 x PP2 (8 GPUs) without InfiniBand"),
+    "03_tp4_pp2_IB": (4, 2, "tp4_pp2", "0.8.3", "two VMs, TP4 x PP2 (8 GPUs) over InfiniBand, trial 1"),
+    "04_tp4_pp2_IB": (4, 2, "tp4_pp2", "0.8.3", "two VMs, TP4 x PP2 (8 GPUs) over InfiniBand, trial 2"),
+}
+SURAJ_SERVER = ("server (lws-run-1.sh/lws-run-2.sh logs): vLLM 0.8.3 api_server --tensor-parallel-size 4 "
+                "--pipeline-parallel-size 2 --enable-prefix-caching, dtype torch.bfloat16")
+_SURAJ_GPU = ("GPU from the Azure VM size Standard_ND96asr_v4 (8x A100 40GB SXM4 in Azure's VM documentation); "
+              "the source names only the VM size")
+
+
+def suraj_llm_k8s_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for run, (tp, pp, stem, version, setup) in SURAJ_RUNS.items():
+        for qps in ("01", "04", "16", "inf"):
+            path = f"{SURAJ_DIR}/{run}/serving_meta-llama-Llama-3.3-70B-Instruct_{stem}_sharegpt_qps_{qps}.json"
+            r = json.loads(git_show(git_dir, SURAJ_COMMIT, path))
+            meta = json.loads(git_show(git_dir, SURAJ_COMMIT, path.replace(".json", ".commands")))
+            weak = [_SURAJ_GPU] + ([] if version else ["vLLM version, dtype and server flags not stated for this run "
+                                                         "(bf16 taken: the checkpoint's dtype)"])
+            n, rate = r["completed"], r["request_rate"]
+            if rate == "inf" or rate == float("inf"):
+                mode, norm = "offline", f"all-at-once ({n} prompts, request rate inf)"
+            else:
+                mode, norm = "request_rate", f"open loop at {rate} req/s ({n} prompts, Poisson arrivals)"
+            rows.append({
+                "quality": "weak", "source_id": "surajssd_llm_k8s_llama33_70b",
+                "source": f"github surajssd/llm-k8s {path} @{SURAJ_COMMIT[:10]}", "engine": "vllm",
+                "engine_version": version, "gpu": "a100-40gb-sxm", "gpu_count": str(tp * pp),
+                "model": "meta-llama/Llama-3.3-70B-Instruct", "weight_dtype": "bf16", "kv_dtype": "auto",
+                "tp": str(tp), "pp": str(pp), "dp": "1", "mode": mode,
+                "request_rate": "" if mode == "offline" else str(rate),
+                "output_tok_s": str(r["output_throughput"]), "total_tok_s": str(r["total_token_throughput"]),
+                "requests_per_s": str(r["request_throughput"]), "ttft_ms": str(r["mean_ttft_ms"]),
+                "ttft_stat": "mean", "tpot_ms": str(r["mean_tpot_ms"]), "tpot_stat": "mean",
+                "itl_ms": str(r["mean_itl_ms"]), "itl_stat": "mean", "orig_gpu": meta["gpu_type"],
+                "orig_model": r["model_id"], "orig_engine": "vLLM",
+                "notes": f"[weak: {'; '.join(weak)}] [norm: {norm}; input_tokens: ShareGPT ({r['total_input_tokens']} "
+                         f"tokens / {n} req); output_tokens: ShareGPT ({r['total_output_tokens']} tokens / {n} req)] "
+                         f"[source notes: {setup}; {SURAJ_SERVER if version else 'server command not published'}; "
+                         f"median TTFT {r['median_ttft_ms']} ms, median TPOT "
+                         f"{r['median_tpot_ms']} ms; duration {r['duration']} s; benchmark_serving.py]",
+            })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     # row-id prefix: (mirror directory name, short name, extractor)
@@ -608,6 +762,8 @@ SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     "dl-dsv": ("dstackai+benchmarks", "dstack TGI vs vLLM on 8x MI300X (vLLM rows)", dstack_tgi_vs_vllm_rows),
     "dl-gpq": ("gpustack+gpustack", "GPUStack quantization reference (Qwen3-8B)", gpustack_quantization_rows),
     "dl-ttg": ("", "Tenstorrent GPU reference runs (issue excerpts, transcribed)", tenstorrent_gpu_rows),
+    "dl-dlb": ("dennislee22+vLLM-benchmarking", "dennislee22 vLLM benchmarking (Qwen2/2.5 on A100)", dennislee_rows),
+    "dl-slk": ("surajssd+llm-k8s", "surajssd llm-k8s Llama-3.3-70B on Azure A100 (TP8, TP4 x PP2)", suraj_llm_k8s_rows),
 }
 
 
