@@ -192,7 +192,8 @@ def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:
     deps: dict[int, Deployment] = {}
     # (scored candidates, index, position in ``best`` or -1): the analytic ranking's, then the others
     queue: list[tuple[Scored, int, int]] = [(s, int(i), pos) for pos, i in enumerate(best)]
-    seen_units = {(int(s.layout[i]), float(s.seqs[i]), float(s.tokens[i])) for i in best}
+    seen_units = set(zip(s.layout[best].astype(np.int64).tolist(), s.seqs[best].astype(np.float64).tolist(),
+                         s.tokens[best].astype(np.float64).tolist(), strict=True))
     widened = False
     while len(v.recs) < req.top_k and v.tried < v.limit:
         if not queue:
