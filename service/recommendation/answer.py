@@ -21,7 +21,7 @@ from service.prediction.advisor import Advisor
 from service.prediction.analytic import Analysed, Analyses, analyse
 from service.prediction.simulation import SimMemo
 from service.prediction.validate import model_for
-from service.recommendation import batch_jobs, verify
+from service.recommendation import batch_jobs, front, verify
 from service.recommendation.explain import explain
 from service.recommendation.offer import (
     BISECT_TRIES,
@@ -32,7 +32,14 @@ from service.recommendation.offer import (
     predicted_against,
     recommendation,
 )
-from service.recommendation.rank import best_per_layout, feasible, floor_feasible, order, pareto, violations
+from service.recommendation.rank import (
+    best_per_layout,
+    feasible,
+    floor_feasible,
+    order,
+    pareto_candidates,
+    violations,
+)
 from service.recommendation.relax_levers import offload_offer, speculative_offer
 from service.recommendation.scenarios import Applied, apply_scenario, ranked_by
 from service.recommendation.search import Scored, ends, most, search
@@ -77,6 +84,7 @@ class Verified:
     dropped: list[str] = field(default_factory=list)
     dropped_by: dict[str, int] = field(default_factory=dict)    # the bounds the dropped candidates' predictions broke
     tried: int = 0
+    met: list[Recommendation] = field(default_factory=list)    # every prediction that met the bounds
 
 
 class Recommender:
@@ -110,7 +118,8 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
     if v.dropped and len(v.recs) < req.top_k:
         v.dropped.append(f"verification stopped after {v.tried} predictions (at most top_k + "
                          f"{verify.MAX_EXTRA_CANDIDATES})" if v.tried >= v.limit else "no further candidate")
-    front = pareto(s, best, np.asarray(v.chosen, dtype=np.int64))
+    points = front.pareto(adv, a.model, req, ap, s, pareto_candidates(s, best), v.chosen,
+                          front.Predictions(v.recs, v.met, a.sims, a.no_checkpoint))
     explanation = None
     if not v.recs:
         # the search scored only what it needed for a verdict: score each layout and setting at its
@@ -151,7 +160,7 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
     return RecommendationResponse(
         # feasible: something is offered (the analytic verdict, less what the simulation or launch overturned)
         id="", feasible=bool(v.recs), model=a.model.id,
-        recommendations=v.recs, pareto=front, search=stats,
+        recommendations=v.recs, pareto=points, search=stats,
         applied={"sla": ap.sla.model_dump(), "constraints": ap.constraints.model_dump(),
                  "objective": ap.objective, "scenario": req.scenario},
         ranked_by=ranked_by(ap.objective, offline, req.scenario),
@@ -173,7 +182,10 @@ def predicted(a: Asked, v: Verified, dep: Deployment, launch: Launch | None = No
     rec = recommendation(a.adv, a.model, a.req, a.ap, dep, len(v.recs) + 1,
                          launch if launch is not None else checked_launch(a.adv, a.req, dep, a.no_checkpoint),
                          terms, a.sims)
-    return rec, verify.tail_violations(rec, a.ap.sla, a.ap.percentile) if not rec.launch.error else ["launch"]
+    over = verify.tail_violations(rec, a.ap.sla, a.ap.percentile) if not rec.launch.error else ["launch"]
+    if not over:
+        v.met.append(rec)
+    return rec, over
 
 
 def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:

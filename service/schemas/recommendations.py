@@ -165,10 +165,16 @@ class Recommendation(BaseModel):
 
 class ParetoPoint(BaseModel):
     usd_per_hour: float | None = Field(description="price of the deployment, USD per hour (null: no catalog price)")
-    ttft_ms: float = Field(description="time to first token at the SLA's percentile (analytic model), ms")
-    tpot_ms: float = Field(description="time per output token at the SLA's percentile (analytic model), ms")
-    output_tok_s: float = Field(description="generated tokens/s, whole deployment")
+    ttft_ms: float = Field(description="time to first token at the SLA's percentile, ms: what POST "
+                           "/v1/predictions predicts for `deployment_spec`")
+    tpot_ms: float = Field(description="time per output token at the SLA's percentile, ms: what POST "
+                           "/v1/predictions predicts for `deployment_spec`")
+    output_tok_s: float = Field(description="generated tokens/s, whole deployment: what POST /v1/predictions "
+                                "predicts for `deployment_spec`")
     deployment: str = Field(description="the deployment, in short (replicas x layout, GPU, dtypes, engine)")
+    deployment_spec: Deployment | None = Field(
+        default=None, description="the deployment itself, with its engine arguments (null in answers stored "
+        "before it was given)")
     rank: int | None = Field(description="rank among the recommendations, if listed there")
 
 
