@@ -163,7 +163,7 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
         recommendations=v.recs, pareto=points, search=stats,
         applied={"sla": ap.sla.model_dump(), "constraints": ap.constraints.model_dump(),
                  "objective": ap.objective, "scenario": req.scenario},
-        ranked_by=ranked_by(ap.objective, offline, req.scenario),
+        ranked_by=ranked_by(ap.objective, offline, req.scenario, ap.constraints.max_usd_per_hour),
         percentile_method=(
             verify.method(ap.percentile, len(v.recs), req.simulation_options.requests or 0, req.simulation.seed,
                           sum(d.startswith("dropped") for d in v.dropped), moved)
@@ -266,8 +266,11 @@ def settle_replicas(a: Asked, v: Verified, dep: Deployment, rec: Recommendation,
     """``dep`` (predicted as ``rec``, breaking ``over``) at the fewest replicas its predictions meet the bounds
     with: more replicas while it misses (every latency falls with them), fewer while it meets the bounds; then
     the replica counts of the grid between the most that missed and the fewest that met, halved (at most
-    ``BISECT_TRIES`` predictions). The recommendation and what it breaks (nothing when some count met them)."""
+    ``BISECT_TRIES`` predictions). The recommendation and what it breaks (nothing when some count met them).
+    Ranked by latency, one that meets the bounds keeps its replicas: fewer would only make it slower."""
     req, ap = a.req, a.ap
+    if not over and ap.objective == "min_latency":
+        return rec, []
     first_over, first_reps = over, dep.replicas
     by_reps = {dep.replicas: rec}
     missed = dep.replicas if over else 0
