@@ -8,6 +8,7 @@ not checked again), their launches (rendered once, before anything is simulated)
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ from service.recommendation.offer import (
 )
 from service.recommendation.rank import (
     best_per_layout,
+    contenders,
     feasible,
     floor_feasible,
     order,
@@ -85,6 +87,7 @@ class Verified:
     dropped_by: dict[str, int] = field(default_factory=dict)    # the bounds the dropped candidates' predictions broke
     tried: int = 0
     met: list[Recommendation] = field(default_factory=list)    # every prediction that met the bounds
+    looked: set[int] = field(default_factory=set)           # the analytic ranking's candidates taken from the queue
 
 
 class Recommender:
@@ -118,6 +121,12 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
     if v.dropped and len(v.recs) < req.top_k:
         v.dropped.append(f"verification stopped after {v.tried} predictions (at most top_k + "
                          f"{verify.MAX_EXTRA_CANDIDATES})" if v.tried >= v.limit else "no further candidate")
+    unverified = unpredicted_contenders(a, s, best, v)
+    if unverified and v.tried >= v.limit:
+        v.dropped.append(f"{unverified} candidate(s) meeting every bound analytically were not predicted, and their "
+                         "bounds do not rule out a place among those shown: verification predicts the analytic "
+                         f"ranking's candidates in turn, at most top_k + {verify.MAX_EXTRA_CANDIDATES} "
+                         "(search.unverified)")
     points = front.pareto(adv, a.model, req, ap, s, pareto_candidates(s, best), v.chosen,
                           front.Predictions(v.recs, v.met, a.sims, a.no_checkpoint))
     explanation = None
@@ -155,7 +164,7 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
             explanation.relaxations += batch_jobs.deadline_relaxations(explanation.relaxations, req.workload)
     elapsed_ms = (time.perf_counter() - t0) * MS_PER_S
     stats = SearchStats(candidates=s.generated, scored=s.scored, solved=s.solved,
-                        feasible=len(fit) if s.feasible_total < 0 else s.feasible_total,
+                        feasible=len(fit) if s.feasible_total < 0 else s.feasible_total, unverified=unverified,
                         elapsed_ms=round(elapsed_ms, 2))
     return RecommendationResponse(
         # feasible: something is offered (the analytic verdict, less what the simulation or launch overturned)
@@ -215,6 +224,8 @@ def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:
             queue = wider_queue(a, seen_units)
             continue
         sc, i, pos = queue.pop(0)
+        if pos >= 0:
+            v.looked.add(i)
         known = deps.get(i) if pos >= 0 else None
         dep = known if known is not None else deployment(sc, i)
         launch = checked_launch(a.adv, req, dep, a.no_checkpoint)
@@ -246,6 +257,22 @@ def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:
         v.recs.append(rec)
         v.chosen.append(i if pos >= 0 else -1)
     return v
+
+
+def unpredicted_contenders(a: Asked, s: Scored, best: NDArray[np.int64], v: Verified) -> int:
+    """How many of the analytic ranking's candidates (``best``) were not predicted although their bounds
+    (``rank.contenders``) do not rule out that they rank among the recommendations shown (any, when fewer than
+    top_k are shown)."""
+    untried = best[~np.isin(best, np.fromiter(v.looked, dtype=np.int64, count=len(v.looked)))]
+    if not len(untried) or len(v.recs) < a.req.top_k:
+        return len(untried)
+    ap = a.ap
+    if ap.objective == "min_latency":
+        worst = max(verify.sla_values(r.predicted, ap.percentile)["e2e_ms"] for r in v.recs)
+    else:
+        worst = max(math.inf if r.cost.usd_per_hour is None else r.cost.usd_per_hour for r in v.recs)
+    return len(contenders(s, untried, ap.objective, a.req.workload.mode == "offline",
+                          a.req.workload.output_tokens - 1, worst))
 
 
 def wider_queue(a: Asked, seen_units: set[tuple[int, float, float]]) -> list[tuple[Scored, int, int]]:

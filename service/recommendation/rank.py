@@ -87,3 +87,16 @@ def pareto_candidates(s: Scored, reps: NDArray[np.int64]) -> NDArray[np.int64]:
                      -s.out_tok_s[reps]], axis=1)
     front = reps[ranking.pareto_front(axes)]
     return front[np.argsort(np.nan_to_num(s.usd_h[front], nan=np.inf), kind="stable")]
+
+
+def contenders(s: Scored, idx: NDArray[np.int64], objective: str, offline: bool, osl_1: int,
+               worst: float) -> NDArray[np.int64]:
+    """Of candidates ``idx`` (not predicted), those whose bounds do not rule out that their prediction ranks
+    before a recommendation whose primary rank key (``rank_keys``: hourly cost, or latency) predicted
+    ``worst``: the hourly cost is exact (no prediction changes it) and no latency is below its floors (one
+    request alone). Cost per token, throughput and the balanced score have no such bound: every one."""
+    if objective == "min_cost" and not offline:
+        return idx[~(np.nan_to_num(s.usd_h[idx], nan=np.inf) > worst)]
+    if objective == "min_latency":
+        return idx[~(s.ttft_floor_ms[idx] + osl_1 * s.tpot_floor_ms[idx] > worst)]
+    return idx

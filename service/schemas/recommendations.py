@@ -186,6 +186,12 @@ class SearchStats(BaseModel):
                         "latency floors (one request alone) already break the SLA")
     feasible: int = Field(description="candidates meeting every constraint (each decided exactly: replica "
                           "counts by a binary search over a monotone verdict, the rest scored)")
+    unverified: int = Field(default=0, description="candidates meeting every bound in the analytic model that "
+                            "were not predicted (verification predicts the analytic ranking's best in turn, at most "
+                            "top_k + 10) and whose bounds do not rule out a place among the recommendations: the "
+                            "hourly cost is exact and no latency is below its one-request floors; cost per token, "
+                            "throughput and the balanced score have no bound, so for them every one not predicted "
+                            "counts")
     elapsed_ms: float = Field(description="time the search took, ms")
 
 

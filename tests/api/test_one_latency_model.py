@@ -148,3 +148,19 @@ def test_every_pareto_point_is_the_prediction_of_its_deployment(client: TestClie
     axes = [(q["usd_per_hour"], q["ttft_ms"], q["tpot_ms"], -q["output_tok_s"]) for q in ans["pareto"]]
     for a in axes:
         assert not any(b != a and all(x <= y for x, y in zip(b, a, strict=True)) for b in axes)
+
+
+def test_candidates_not_predicted_that_could_rank_are_counted(client: TestClient) -> None:
+    # Llama-2-7b on one A10 (the seed's case, loose SLA): min_cost ranks by the hourly cost, exact, then by
+    # predicted cost per token. With one recommendation asked for, the layouts of the same price not predicted
+    # could still rank first; with room for every layout, each is predicted and none is left uncounted
+    req = {"model": "meta-llama/Llama-2-7b-hf",
+           "workload": {"input_tokens": 256, "output_tokens": 256, "concurrency": 50},
+           "sla": {"ttft_ms": 2000, "percentile": "p95"}, "constraints": {"gpus": ["a10"], "max_gpus": 1}}
+    one = client.post("/v1/recommendations", json={**req, "top_k": 1}).json()
+    assert one["feasible"] and one["search"]["unverified"] > 0
+    every = client.post("/v1/recommendations", json={**req, "top_k": 50}).json()
+    assert every["search"]["unverified"] == 0
+    # one price for every A10 deployment here: whatever was not predicted had that price
+    assert {r["cost"]["usd_per_hour"] for r in every["recommendations"]} == {
+        one["recommendations"][0]["cost"]["usd_per_hour"]}
