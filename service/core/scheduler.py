@@ -53,6 +53,7 @@ class Plan:
     cp_s: F                      # replica time per prompt token carried by a decode step
     pc_s: F                      # compute per prompt token when the prompt is prefilled alone
     alone_s: F                   # the whole prompt as a step of its own
+    send_steps: F                # closed loop: a client's send after its last request ended, share of a step
     arrival_s: F                 # time at the scheduler of the requests sent so far, in order ...
     arrival_rid: I_              # ... and which requests they are
     next_rid: int                # closed loop: the request a client sends when its last one ends
@@ -130,9 +131,9 @@ def run(plan: Plan, compiled: bool = True) -> Trace:
     # every array in the type warm_up() compiles for (another type would compile the loop again)
     tok = np.empty((2, len(plan.in_tok)), dtype=np.int64)
     tok[sk.TOK_IN], tok[sk.TOK_OUT] = plan.in_tok, plan.out_tok
-    cost = np.empty((3, len(plan.in_tok)))
+    cost = np.empty((sk.COST_ROWS, len(plan.in_tok)))
     cost[sk.COST_CARRIED_S], cost[sk.COST_COMPUTE_S] = plan.cp_s, plan.pc_s
-    cost[sk.COST_ALONE_S] = plan.alone_s
+    cost[sk.COST_ALONE_S], cost[sk.COST_SEND_STEPS] = plan.alone_s, plan.send_steps
     out = loop(tok, cost, plan.arrival_s.astype(np.float64), plan.arrival_rid.astype(np.int64),
                np.ascontiguousarray(plan.table.rows, dtype=np.float64), _scalars(plan), _limits(plan))
     (t_arr, t_admit, t_first, t_done, itl_v, itl_w, window_s, tok_out, tok_in, done_window, busy_b_s,

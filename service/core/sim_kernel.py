@@ -26,9 +26,11 @@ from service.core.types import I_, F
 
 # Rows of ``loop``'s per-request arrays: ``tok`` (prompt and output tokens) and ``cost`` (replica time per
 # prompt token carried by a decode step; compute per prompt token prefilled alone; the whole prompt as a step
-# of its own).
+# of its own; closed loop: when its client sends it after its previous request ended, as a share of the
+# step that ended it, in [0, 1)).
 TOK_IN, TOK_OUT = range(2)
-COST_CARRIED_S, COST_COMPUTE_S, COST_ALONE_S = range(3)
+COST_CARRIED_S, COST_COMPUTE_S, COST_ALONE_S, COST_SEND_STEPS = range(4)
+COST_ROWS = COST_SEND_STEPS + 1
 # Offsets of the float scalars in ``k``: the step model's (StepModel of one candidate), then the step table's
 # grid and the replica's limits.
 (K_LIN_FLOPS_TOK, K_GEMM_RATE_FLOPS_S, K_ATTN_RATE_FLOPS_S, K_HEADS_DIMS, K_FULL_LAYERS, K_WINDOW_LAYERS,
@@ -126,9 +128,11 @@ def _preempt(t: float, total: int, r_next: I_, r_prev: I_, in_run: Any, decoding
 def _finish(rid: int, t: float, total: int, r_next: I_, r_prev: I_, in_run: Any, t_done: F, t_arr: F, arr_t: F,
             arr_r: I_, in_tok: I_, out_tok: I_, reserve: bool, reserved: int, first_meas: int, end_meas: int,
             done_meas: int, measuring: bool, done_window: int, tok_in: int, closed: bool, next_rid: int,
-            a_tail: int, fixed_s: float) -> Any:
-    """Request ``rid`` ends at ``t``: it leaves the running set, frees its reservation, is counted, and (closed
-    loop) its client sends the next request. Returns the loop's updated counters."""
+            a_head: int, a_tail: int, fixed_s: float, send: F, step_s: float) -> Any:
+    """Request ``rid`` ends at ``t``, the end of a step of ``step_s``: it leaves the running set, frees its
+    reservation, is counted, and (closed loop) its client sends the next request ``send[next_rid]`` of a step
+    later, which reaches the scheduler ``fixed_s`` after that (in arrival order in the queue). Returns the
+    loop's updated counters."""
     t_done[rid] = t
     r_next[r_prev[rid]] = r_next[rid]
     r_prev[r_next[rid]] = r_prev[rid]
@@ -141,8 +145,13 @@ def _finish(rid: int, t: float, total: int, r_next: I_, r_prev: I_, in_run: Any,
         done_window += 1
         tok_in += in_tok[rid]
     if closed and next_rid < total:
-        t_arr[next_rid] = t + fixed_s
-        arr_t[a_tail], arr_r[a_tail] = t + fixed_s, next_rid
+        at = t + send[next_rid] * step_s + fixed_s
+        t_arr[next_rid] = at
+        pos = a_tail
+        while pos > a_head and arr_t[pos - 1] > at:
+            arr_t[pos], arr_r[pos] = arr_t[pos - 1], arr_r[pos - 1]
+            pos -= 1
+        arr_t[pos], arr_r[pos] = at, next_rid
         a_tail += 1
         next_rid += 1
     return reserved, done_meas, done_window, tok_in, a_tail, next_rid
@@ -194,7 +203,7 @@ def loop(tok: I_, cost: F, arrival_s: F, arrival_rid: I_, table: F, k: F, lim: I
     next_rid, first_meas, end_meas = lim[L_NEXT_RID], lim[L_FIRST_MEAS], lim[L_END_MEAS]
     max_tok, max_run = lim[L_MAX_TOK], lim[L_MAX_RUN]
     in_tok, out_tok = tok[TOK_IN], tok[TOK_OUT]
-    CP, PC, ALONE = cost[COST_CARRIED_S], cost[COST_COMPUTE_S], cost[COST_ALONE_S]
+    CP, PC, ALONE, SEND = cost[COST_CARRIED_S], cost[COST_COMPUTE_S], cost[COST_ALONE_S], cost[COST_SEND_STEPS]
     fixed_s, cap, overhead_s = k[K_FIXED_S], k[K_CAP_TOK], k[K_OVERHEAD_S]
     u_lo, inv_du = k[K_TABLE_U_LO], k[K_TABLE_INV_DU]
     full_l, win_l, win = k[K_TABLE_FULL_LAYERS], k[K_TABLE_WINDOW_LAYERS], k[K_TABLE_WINDOW_TOK]
@@ -441,7 +450,8 @@ def loop(tok: I_, cost: F, arrival_s: F, arrival_rid: I_, table: F, k: F, lim: I
             # finished with its first token
             reserved, done_meas, done_window, tok_in, a_tail, next_rid = _finish(
                 rid, t, total, r_next, r_prev, in_run, t_done, t_arr, arr_t, arr_r, in_tok, out_tok, reserve, reserved,
-                first_meas, end_meas, done_meas, measuring, done_window, tok_in, closed, next_rid, a_tail, fixed_s)
+                first_meas, end_meas, done_meas, measuring, done_window, tok_in, closed, next_rid, a_head, a_tail,
+                fixed_s, SEND, dur / kk)
             n_running -= 1
         # --- sequences whose last token was this step's ---------------------------------------------------
         while len(heap) and heap[0][0] < g:
@@ -454,7 +464,8 @@ def loop(tok: I_, cost: F, arrival_s: F, arrival_rid: I_, table: F, k: F, lim: I
             gen[rid] = out_tok[rid]
             reserved, done_meas, done_window, tok_in, a_tail, next_rid = _finish(
                 rid, t, total, r_next, r_prev, in_run, t_done, t_arr, arr_t, arr_r, in_tok, out_tok, reserve, reserved,
-                first_meas, end_meas, done_meas, measuring, done_window, tok_in, closed, next_rid, a_tail, fixed_s)
+                first_meas, end_meas, done_meas, measuring, done_window, tok_in, closed, next_rid, a_head, a_tail,
+                fixed_s, SEND, dur / kk)
             n_running -= 1
 
     return (t_arr, t_admit, t_first, t_done, np.asarray(itl_v), np.asarray(itl_w), max(t - t_start, 1e-30),
@@ -471,7 +482,7 @@ def warm_up() -> float:
     k[K_CAP_TOK], k[K_OVERHEAD_S] = 1e6, 0.0
     lim = np.zeros(L_SIZE, dtype=np.int64)
     lim[L_END_MEAS], lim[L_MAX_TOK], lim[L_MAX_RUN], lim[L_CHUNKED], lim[L_NEXT_RID] = 1, 16, 4, 1, 1
-    loop(np.ones((2, 1), dtype=np.int64), np.full((3, 1), 1e-3), np.zeros(1), np.zeros(1, dtype=np.int64),
+    loop(np.ones((2, 1), dtype=np.int64), np.full((COST_ROWS, 1), 1e-3), np.zeros(1), np.zeros(1, dtype=np.int64),
          np.ones((2, 3)), k, lim)
     decode_rows(1, 1.0, 1.0, 0.0, -math.inf, False, np.ones(3), np.ones(3), 0.0, 0.0, 0.0)
     return time.perf_counter() - t0

@@ -23,9 +23,14 @@ The scheduler (vLLM V1 ``Scheduler.schedule``; TensorRT-LLM's in-flight batching
   ``carried_prefill_s``); a step with no decodes is a prefill on its own, ``prefill_only_s + step
   overhead``. The first token of a request is sampled at the end of the step that completes its prompt
   (so it waits for that whole step, its decodes included); each decode step emits one more.
-* Arrivals: Poisson at a rate, a closed loop of N clients (each sends its next request when its last one
-  ends), or all at once (offline). The fitted front-end time (``ttft_fixed_s``: HTTP, tokenisation) delays
-  each request's arrival at the scheduler and counts in its TTFT and E2E.
+* Arrivals: Poisson at a rate, a closed loop of N clients, or all at once (offline). A closed-loop client
+  sends its next request once its last one has ended: the last token reaches it through the engine's
+  output processing and the network, while the engine runs its next step, at a point of that step nothing
+  ties to the step boundaries, drawn uniform over a step (the step that ended the request). Without that
+  draw, clients whose requests end in the same step would send together, and every request of a
+  fixed-length closed loop would meet the same steps in the same phase: one TTFT and one E2E for all. The
+  fitted front-end time (``ttft_fixed_s``: HTTP, tokenisation) delays each request's arrival at the scheduler
+  and counts in its TTFT and E2E.
 
 Speed: the loop (service/core/sim_kernel.py) advances a run of identical steps in one move, with decode
 step times from a table of the step model over batch sizes and a grid of contexts; it turns only at events
@@ -117,8 +122,7 @@ class Load:
     seed: int = 0
     # closed loop: every client sends its first request at t = 0, as a benchmark client does, and that first
     # wave is measured (no warm-up). Default: clients start spread over one estimated request cycle and
-    # the warm-up is dropped (the steady state an SLA is about; identical requests started together would
-    # otherwise stay in lock-step for the whole run)
+    # the warm-up is dropped (the steady state an SLA is about)
     burst_start: bool = False
 
 
@@ -284,7 +288,7 @@ def simulate(rep: Replica, load: Load, compiled: bool = True) -> SimResult:
         # cool-down supply: only what is sent before the measured requests finish is simulated
         total = warm + n_meas + max(int(n_meas * COOLDOWN_SUPPLY), 2 * clients)
     # independent streams, so that a change of rate leaves the lengths alone (common random numbers)
-    s_in, s_out, s_arr = np.random.SeedSequence(load.seed).spawn(3)
+    s_in, s_out, s_arr, s_send = np.random.SeedSequence(load.seed).spawn(4)
     # (seeding a generator is not free: fixed lengths, which draw nothing, go without)
     isl = load.input.sample(None if load.input.fixed else np.random.default_rng(s_in), total)
     osl = load.output.sample(None if load.output.fixed else np.random.default_rng(s_out), total)
@@ -311,6 +315,8 @@ def simulate(rep: Replica, load: Load, compiled: bool = True) -> SimResult:
     b_top = min(max_run, total, clients if clients else total, int(cap / max(in_min, 1)) + 2)
     table = decode_table(sm, b_top, float(in_min), float((isl + osl).max()) + 1.0)
 
+    # closed loop: when each client sends its next request within the step its last one ended (share of it)
+    send_steps = (np.random.default_rng(s_send).random(total) if mode == MODE_CONCURRENCY else np.zeros(total))
     if mode == MODE_CONCURRENCY:
         first = min(clients, total)
         cycle_s = 0.0
@@ -329,7 +335,8 @@ def simulate(rep: Replica, load: Load, compiled: bool = True) -> SimResult:
         arrival_s = send + fixed_s
         next_rid = total
     trace = run(Plan(
-        mode=mode, in_tok=isl, out_tok=osl, cp_s=CP, pc_s=PC, alone_s=ALONE, arrival_s=arrival_s,
+        mode=mode, in_tok=isl, out_tok=osl, cp_s=CP, pc_s=PC, alone_s=ALONE, send_steps=send_steps,
+        arrival_s=arrival_s,
         arrival_rid=arrival_rid, next_rid=next_rid, first_meas=warm, end_meas=warm + n_meas, fixed_s=fixed_s,
         table=table, max_tok=max_tok, max_run=max_run, cap_tok=cap, chunked=chunked, reserve=reserve,
         overhead_s=overhead_s, one=one), compiled)

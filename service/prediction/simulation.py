@@ -163,7 +163,8 @@ def percentile_method(sim: Simulation) -> str:
             "model. Every latency mean and percentile (TTFT, TPOT, E2E) and the throughput come from it (ITL "
             "and queueing are in simulation); memory, capacity, prefill_ms and compute_bound_share are the "
             "analytic model's"
-            + ("; lengths fixed as given: clients whose requests end in the same step send their next ones "
-               "together and can stay in step for the whole run (as in a fixed-length benchmark), which a "
-               "few percent of spread in the lengths breaks up: give input_distribution/output_distribution "
-               "for traffic whose lengths vary" if sim.fixed_lengths and sim.mode == "concurrency" else ""))
+            + ("; each client sends its next request at a point of the engine step that ended its last one "
+               "drawn uniform over the step (nothing ties a client's turnaround to the step boundaries), so "
+               "clients fall out of step as real ones do" if sim.mode == "concurrency" else "")
+            + ("; lengths fixed as given: give input_distribution/output_distribution for traffic whose "
+               "lengths vary" if sim.fixed_lengths and sim.mode == "concurrency" else ""))

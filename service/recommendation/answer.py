@@ -8,6 +8,7 @@ not checked again), their launches (rendered once, before anything is simulated)
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,7 @@ from service.prediction.advisor import Advisor
 from service.prediction.analytic import Analysed, Analyses, analyse
 from service.prediction.simulation import SimMemo
 from service.prediction.validate import model_for
-from service.recommendation import batch_jobs, verify
+from service.recommendation import batch_jobs, front, verify
 from service.recommendation.explain import explain
 from service.recommendation.offer import (
     BISECT_TRIES,
@@ -32,7 +33,15 @@ from service.recommendation.offer import (
     predicted_against,
     recommendation,
 )
-from service.recommendation.rank import best_per_layout, feasible, floor_feasible, order, pareto, violations
+from service.recommendation.rank import (
+    best_per_layout,
+    contenders,
+    feasible,
+    floor_feasible,
+    order,
+    pareto_candidates,
+    violations,
+)
 from service.recommendation.relax_levers import offload_offer, speculative_offer
 from service.recommendation.scenarios import Applied, apply_scenario, ranked_by
 from service.recommendation.search import Scored, ends, most, search
@@ -77,6 +86,8 @@ class Verified:
     dropped: list[str] = field(default_factory=list)
     dropped_by: dict[str, int] = field(default_factory=dict)    # the bounds the dropped candidates' predictions broke
     tried: int = 0
+    met: list[Recommendation] = field(default_factory=list)    # every prediction that met the bounds
+    looked: set[int] = field(default_factory=set)           # the analytic ranking's candidates taken from the queue
 
 
 class Recommender:
@@ -110,7 +121,14 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
     if v.dropped and len(v.recs) < req.top_k:
         v.dropped.append(f"verification stopped after {v.tried} predictions (at most top_k + "
                          f"{verify.MAX_EXTRA_CANDIDATES})" if v.tried >= v.limit else "no further candidate")
-    front = pareto(s, best, np.asarray(v.chosen, dtype=np.int64))
+    unverified = unpredicted_contenders(a, s, best, v)
+    if unverified and v.tried >= v.limit:
+        v.dropped.append(f"{unverified} candidate(s) meeting every bound analytically were not predicted, and their "
+                         "bounds do not rule out a place among those shown: verification predicts the analytic "
+                         f"ranking's candidates in turn, at most top_k + {verify.MAX_EXTRA_CANDIDATES} "
+                         "(search.unverified)")
+    points = front.pareto(adv, a.model, req, ap, s, pareto_candidates(s, best), v.chosen,
+                          front.Predictions(v.recs, v.met, a.sims, a.no_checkpoint))
     explanation = None
     if not v.recs:
         # the search scored only what it needed for a verdict: score each layout and setting at its
@@ -146,15 +164,15 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
             explanation.relaxations += batch_jobs.deadline_relaxations(explanation.relaxations, req.workload)
     elapsed_ms = (time.perf_counter() - t0) * MS_PER_S
     stats = SearchStats(candidates=s.generated, scored=s.scored, solved=s.solved,
-                        feasible=len(fit) if s.feasible_total < 0 else s.feasible_total,
+                        feasible=len(fit) if s.feasible_total < 0 else s.feasible_total, unverified=unverified,
                         elapsed_ms=round(elapsed_ms, 2))
     return RecommendationResponse(
         # feasible: something is offered (the analytic verdict, less what the simulation or launch overturned)
         id="", feasible=bool(v.recs), model=a.model.id,
-        recommendations=v.recs, pareto=front, search=stats,
+        recommendations=v.recs, pareto=points, search=stats,
         applied={"sla": ap.sla.model_dump(), "constraints": ap.constraints.model_dump(),
                  "objective": ap.objective, "scenario": req.scenario},
-        ranked_by=ranked_by(ap.objective, offline, req.scenario),
+        ranked_by=ranked_by(ap.objective, offline, req.scenario, ap.constraints.max_usd_per_hour),
         percentile_method=(
             verify.method(ap.percentile, len(v.recs), req.simulation_options.requests or 0, req.simulation.seed,
                           sum(d.startswith("dropped") for d in v.dropped), moved)
@@ -173,7 +191,10 @@ def predicted(a: Asked, v: Verified, dep: Deployment, launch: Launch | None = No
     rec = recommendation(a.adv, a.model, a.req, a.ap, dep, len(v.recs) + 1,
                          launch if launch is not None else checked_launch(a.adv, a.req, dep, a.no_checkpoint),
                          terms, a.sims)
-    return rec, verify.tail_violations(rec, a.ap.sla, a.ap.percentile) if not rec.launch.error else ["launch"]
+    over = verify.tail_violations(rec, a.ap.sla, a.ap.percentile) if not rec.launch.error else ["launch"]
+    if not over:
+        v.met.append(rec)
+    return rec, over
 
 
 def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:
@@ -192,7 +213,8 @@ def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:
     deps: dict[int, Deployment] = {}
     # (scored candidates, index, position in ``best`` or -1): the analytic ranking's, then the others
     queue: list[tuple[Scored, int, int]] = [(s, int(i), pos) for pos, i in enumerate(best)]
-    seen_units = {(int(s.layout[i]), float(s.seqs[i]), float(s.tokens[i])) for i in best}
+    seen_units = set(zip(s.layout[best].astype(np.int64).tolist(), s.seqs[best].astype(np.float64).tolist(),
+                         s.tokens[best].astype(np.float64).tolist(), strict=True))
     widened = False
     while len(v.recs) < req.top_k and v.tried < v.limit:
         if not queue:
@@ -202,6 +224,8 @@ def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:
             queue = wider_queue(a, seen_units)
             continue
         sc, i, pos = queue.pop(0)
+        if pos >= 0:
+            v.looked.add(i)
         known = deps.get(i) if pos >= 0 else None
         dep = known if known is not None else deployment(sc, i)
         launch = checked_launch(a.adv, req, dep, a.no_checkpoint)
@@ -235,6 +259,22 @@ def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:
     return v
 
 
+def unpredicted_contenders(a: Asked, s: Scored, best: NDArray[np.int64], v: Verified) -> int:
+    """How many of the analytic ranking's candidates (``best``) were not predicted although their bounds
+    (``rank.contenders``) do not rule out that they rank among the recommendations shown (any, when fewer than
+    top_k are shown)."""
+    untried = best[~np.isin(best, np.fromiter(v.looked, dtype=np.int64, count=len(v.looked)))]
+    if not len(untried) or len(v.recs) < a.req.top_k:
+        return len(untried)
+    ap = a.ap
+    if ap.objective == "min_latency":
+        worst = max(verify.sla_values(r.predicted, ap.percentile)["e2e_ms"] for r in v.recs)
+    else:
+        worst = max(math.inf if r.cost.usd_per_hour is None else r.cost.usd_per_hour for r in v.recs)
+    return len(contenders(s, untried, ap.objective, a.req.workload.mode == "offline",
+                          a.req.workload.output_tokens - 1, worst))
+
+
 def wider_queue(a: Asked, seen_units: set[tuple[int, float, float]]) -> list[tuple[Scored, int, int]]:
     """The layouts and settings not yet predicted whose floors meet every bound, each at its most replicas within
     the budget, best first (one per unit: the engine settings change its capacity)."""
@@ -253,8 +293,11 @@ def settle_replicas(a: Asked, v: Verified, dep: Deployment, rec: Recommendation,
     """``dep`` (predicted as ``rec``, breaking ``over``) at the fewest replicas its predictions meet the bounds
     with: more replicas while it misses (every latency falls with them), fewer while it meets the bounds; then
     the replica counts of the grid between the most that missed and the fewest that met, halved (at most
-    ``BISECT_TRIES`` predictions). The recommendation and what it breaks (nothing when some count met them)."""
+    ``BISECT_TRIES`` predictions). The recommendation and what it breaks (nothing when some count met them).
+    Ranked by latency, one that meets the bounds keeps its replicas: fewer would only make it slower."""
     req, ap = a.req, a.ap
+    if not over and ap.objective == "min_latency":
+        return rec, []
     first_over, first_reps = over, dep.replicas
     by_reps = {dep.replicas: rec}
     missed = dep.replicas if over else 0

@@ -175,7 +175,7 @@ def _subtitle(ans: RecommendationResponse, drawn: int, pct: str) -> str:
 
 def _legend(cost: CostAxis) -> list[str]:
     other = "usd_per_million_output_tokens" if cost == "usd_per_hour" else "usd_per_hour"
-    return ["circles: the search's Pareto front (ringed: recommended, dashed to its diamond); diamonds: the "
+    return ["circles: the Pareto front at its predicted figures (ringed: recommended); diamonds: the "
             "recommendations at their predicted figures,",
             f"labelled #rank GPUs x GPU weight/KV dtype engine. ?cost={other} draws the other cost."]
 
@@ -213,11 +213,11 @@ def _panel(name: str, x_label: str, y_label: str, left: int, x_axis: Axis, y_axi
         ring = ' stroke="#e45756" stroke-width="1.5"' if p.rank else ""
         g.append(f'<circle class="pareto-point" cx="{px(x)}" cy="{py(c)}" r="4" fill="#4c78a8" fill-opacity="0.75"'
                  f'{ring}><title>{escape(tip)}</title></circle>')
-    # a recommendation's point of the front (the search's analytic figures) joined to its diamond (its
-    # prediction's: at a percentile, the simulated tail)
+    # a recommendation's point of the front joined to its diamond where they differ: in answers stored when the
+    # front's figures were the search's analytic ones (now both are the prediction's)
     rec_cost = {r.rank: c for r, c in recs}
     for (p, c), x in zip(priced, xs, strict=True):
-        if p.rank in rec_cost:
+        if p.rank in rec_cost and (px(x), py(c)) != (px(rec_x[p.rank]), py(rec_cost[p.rank])):
             g.append(f'<line class="same-deployment" x1="{px(x)}" y1="{py(c)}" x2="{px(rec_x[p.rank])}" '
                      f'y2="{py(rec_cost[p.rank])}" stroke="#e45756" stroke-dasharray="3 2" stroke-width="0.8"/>')
     for r, c in recs:

@@ -3,15 +3,12 @@ Pareto front of cost, latency and throughput."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numpy.typing import NDArray
 
 from service.core import ranking
 from service.recommendation.scenarios import SLA_METRICS, Applied
 from service.recommendation.search import Scored, meets_sla
-from service.schemas.recommendations import ParetoPoint
 from service.units import MS_PER_S
 
 F = NDArray[np.float64]
@@ -81,22 +78,25 @@ def best_per_layout(s: Scored, idx: NDArray[np.int64], objective: str, offline: 
     """Each layout's best of candidates ``idx``, best first: ``first_per_group(order(...), s.layout)``."""
     return idx[ranking.best_per_group(s.layout[idx], *rank_keys(s, idx, objective, offline))]
 
-def pareto(s: Scored, reps: NDArray[np.int64], top: NDArray[np.int64]) -> list[ParetoPoint]:
-    """The front of cost, latency and throughput over ``reps`` (each layout's best feasible candidate)."""
+def pareto_candidates(s: Scored, reps: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The analytic front of cost, latency and throughput over ``reps`` (each layout's best feasible candidate),
+    cheapest first: the deployments the answer's front (front.py) chooses its predictions from."""
     if not len(reps):
-        return []
+        return reps
     axes = np.stack([np.nan_to_num(s.usd_h[reps], nan=np.inf), s.ttft_ms[reps], s.tpot_ms[reps],
                      -s.out_tok_s[reps]], axis=1)
     front = reps[ranking.pareto_front(axes)]
-    rank_of = {int(i): r + 1 for r, i in enumerate(top)}
-    pts = []
-    for i in front[np.argsort(np.nan_to_num(s.usd_h[front], nan=np.inf), kind="stable")]:
-        e, _, g, w, k, tp, pp, dp = s.layouts[int(s.layout[i])]
-        dp_ep = f" DP{dp} EP{tp * dp}" if dp > 1 else ""
-        pts.append(ParetoPoint(
-            usd_per_hour=None if math.isnan(s.usd_h[i]) else round(float(s.usd_h[i]), 4),
-            ttft_ms=round(float(s.ttft_ms[i]), 2), tpot_ms=round(float(s.tpot_ms[i]), 3),
-            output_tok_s=round(float(s.out_tok_s[i]), 1),
-            deployment=f"{int(s.replicas[i])} x TP{tp} PP{pp}{dp_ep} {g} {w}/{k} {e}",
-            rank=rank_of.get(int(i))))
-    return pts
+    return front[np.argsort(np.nan_to_num(s.usd_h[front], nan=np.inf), kind="stable")]
+
+
+def contenders(s: Scored, idx: NDArray[np.int64], objective: str, offline: bool, osl_1: int,
+               worst: float) -> NDArray[np.int64]:
+    """Of candidates ``idx`` (not predicted), those whose bounds do not rule out that their prediction ranks
+    before a recommendation whose primary rank key (``rank_keys``: hourly cost, or latency) predicted
+    ``worst``: the hourly cost is exact (no prediction changes it) and no latency is below its floors (one
+    request alone). Cost per token, throughput and the balanced score have no such bound: every one."""
+    if objective == "min_cost" and not offline:
+        return idx[~(np.nan_to_num(s.usd_h[idx], nan=np.inf) > worst)]
+    if objective == "min_latency":
+        return idx[~(s.ttft_floor_ms[idx] + osl_1 * s.tpot_floor_ms[idx] > worst)]
+    return idx

@@ -10,11 +10,11 @@ from service.recommendation import batch_jobs
 from service.schemas.recommendations import DEFAULT_MAX_GPUS, Constraints, RecommendationRequest, Sla
 
 # Scenario presets: the three cases the service is for, with their bounds (chat: TTFT <= 200 ms
-# p95, TPOT <= 50 ms, no aggressive quantisation; api: TTFT within about a second, TPOT <= 100 ms; batch:
-# no latency SLA, cost per token first). Latency bounds in ms at the stated percentile.
+# p95, TPOT <= 50 ms, no aggressive quantisation, the fastest first; api: TTFT within about a second, TPOT
+# <= 100 ms; batch: no latency SLA, cost per token first). Latency bounds in ms at the stated percentile.
 SCENARIOS: dict[str, dict[str, Any]] = {
     "chat": {"sla": {"ttft_ms": 200.0, "tpot_ms": 50.0, "percentile": "p95"},
-             "max_quality_loss": "near-lossless", "objective": "min_cost"},
+             "max_quality_loss": "near-lossless", "objective": "min_latency"},
     "batch": {"sla": {"percentile": "mean"}, "max_quality_loss": "noticeable", "objective": "min_cost_per_token"},
     "api": {"sla": {"ttft_ms": 1000.0, "tpot_ms": 100.0, "percentile": "p95"},
             "max_quality_loss": "noticeable", "objective": "min_cost"},
@@ -45,16 +45,14 @@ def apply_scenario(req: RecommendationRequest) -> Applied:
     max_quality = cons.max_quality_loss or preset.get("max_quality_loss") or "noticeable"
     cons = cons.model_copy(update={"max_quality_loss": max_quality,
                                    "max_gpus": cons.max_gpus or DEFAULT_MAX_GPUS})
-    return Applied(sla=sla, constraints=cons, objective=req.objective or scenario_objective(req.scenario, cons),
+    return Applied(sla=sla, constraints=cons, objective=req.objective or scenario_objective(req.scenario),
                    percentile=percentile, max_quality=max_quality)
 
 
-def scenario_objective(scenario: str | None, cons: Constraints) -> str:
+def scenario_objective(scenario: str | None) -> str:
     """What a scenario ranks by when the request names no objective: batch the cost per output token; api the
-    hourly cost at its SLA; chat the latency within a budget (constraints.max_usd_per_hour), and without one the
-    hourly cost within its latency SLA (the fastest deployment of all would be the largest)."""
-    if scenario == "chat" and cons.max_usd_per_hour is not None:
-        return "min_latency"
+    hourly cost at its SLA; chat the latency, within constraints.max_usd_per_hour when given (without it, within
+    constraints.max_gpus: the fastest may be the largest)."""
     return str(SCENARIOS.get(scenario or "", {}).get("objective") or "min_cost")
 
 
@@ -70,14 +68,14 @@ RANKED_BY = {
 }
 
 
-def ranked_by(objective: str, offline: bool, scenario: str | None) -> str:
-    """What ordered the recommendations (``rank_keys``), in words, within the SLA and constraints."""
+def ranked_by(objective: str, offline: bool, scenario: str | None, budget: float | None = None) -> str:
+    """What ordered the recommendations (``rank_keys``), in words, within the SLA and constraints (``budget``:
+    constraints.max_usd_per_hour)."""
     text = RANKED_BY["min_cost_offline" if objective == "min_cost" and offline else objective]
     if scenario == "chat" and objective == "min_latency":
-        text += " (the chat scenario's objective within constraints.max_usd_per_hour)"
-    elif scenario == "chat" and objective == "min_cost":
-        text += (" (the chat scenario without a budget: the cheapest within its latency SLA; give "
-                 "constraints.max_usd_per_hour to rank by latency within it)")
+        text += (" (the chat scenario's objective: the fastest within its latency SLA and "
+                 + ("constraints.max_usd_per_hour)" if budget is not None else
+                    "constraints.max_gpus; give constraints.max_usd_per_hour to bound what it costs)"))
     elif scenario and SCENARIOS[scenario]["objective"] == objective:
         text += f" (the {scenario} scenario's objective)"
     return text + "; every candidate ranked meets the SLA and constraints by its prediction"

@@ -38,15 +38,20 @@ def sla_values(p: Predicted, percentile: str) -> dict[str, float]:
 def broken(rec: Recommendation, sla: Sla, percentile: str) -> dict[str, str]:
     """The bounds the recommendation's predicted figures (simulated, unless the simulation is off) break, by
     SLA field, described."""
-    values = sla_values(rec.predicted, percentile)
+    return broken_by(rec.predicted, sla, percentile)
+
+
+def broken_by(p: Predicted, sla: Sla, percentile: str) -> dict[str, str]:
+    """``broken`` for a prediction ``p``."""
+    values = sla_values(p, percentile)
     out = {name: f"predicted {percentile} {label} {values[name]:g} ms > {getattr(sla, name):g} ms"
            for name, label in LATENCY_BOUNDS.items()
            if getattr(sla, name) is not None and values[name] > getattr(sla, name)}
     # (a simulated replica flagged saturated is not ruled out here: the flag compares completions over a finite
     # window with the offered rate, within a few percent of counting noise at 1000 requests; a replica that is
     # saturated shows it in its latencies, and the search rules out what the analytic capacity cannot serve)
-    if sla.min_output_tok_s is not None and rec.predicted.output_tok_s < sla.min_output_tok_s:
-        out["min_output_tok_s"] = f"predicted {rec.predicted.output_tok_s:g} output tok/s < {sla.min_output_tok_s:g}"
+    if sla.min_output_tok_s is not None and p.output_tok_s < sla.min_output_tok_s:
+        out["min_output_tok_s"] = f"predicted {p.output_tok_s:g} output tok/s < {sla.min_output_tok_s:g}"
     return out
 
 
@@ -125,4 +130,6 @@ def method(percentile: str, shown: int, requests: int, seed: int, dropped: int, 
         text += f"; {dropped} candidate(s) whose simulated figures broke the SLA were dropped (see notes)"
     if moved:
         text += "; re-ranked on the predicted figures"
-    return text + f" ({shown} shown); the pareto front, search counts and any explanation's counts are analytic"
+    return text + (f" ({shown} shown); the pareto front's points are predicted the same way (the recommendations "
+                   "and a few deployments of the analytic front, spread over its cost); the search counts and any "
+                   "explanation's counts are analytic")

@@ -165,10 +165,16 @@ class Recommendation(BaseModel):
 
 class ParetoPoint(BaseModel):
     usd_per_hour: float | None = Field(description="price of the deployment, USD per hour (null: no catalog price)")
-    ttft_ms: float = Field(description="time to first token at the SLA's percentile (analytic model), ms")
-    tpot_ms: float = Field(description="time per output token at the SLA's percentile (analytic model), ms")
-    output_tok_s: float = Field(description="generated tokens/s, whole deployment")
+    ttft_ms: float = Field(description="time to first token at the SLA's percentile, ms: what POST "
+                           "/v1/predictions predicts for `deployment_spec`")
+    tpot_ms: float = Field(description="time per output token at the SLA's percentile, ms: what POST "
+                           "/v1/predictions predicts for `deployment_spec`")
+    output_tok_s: float = Field(description="generated tokens/s, whole deployment: what POST /v1/predictions "
+                                "predicts for `deployment_spec`")
     deployment: str = Field(description="the deployment, in short (replicas x layout, GPU, dtypes, engine)")
+    deployment_spec: Deployment | None = Field(
+        default=None, description="the deployment itself, with its engine arguments (null in answers stored "
+        "before it was given)")
     rank: int | None = Field(description="rank among the recommendations, if listed there")
 
 
@@ -180,6 +186,12 @@ class SearchStats(BaseModel):
                         "latency floors (one request alone) already break the SLA")
     feasible: int = Field(description="candidates meeting every constraint (each decided exactly: replica "
                           "counts by a binary search over a monotone verdict, the rest scored)")
+    unverified: int = Field(default=0, description="candidates meeting every bound in the analytic model that "
+                            "were not predicted (verification predicts the analytic ranking's best in turn, at most "
+                            "top_k + 10) and whose bounds do not rule out a place among the recommendations: the "
+                            "hourly cost is exact and no latency is below its one-request floors; cost per token, "
+                            "throughput and the balanced score have no bound, so for them every one not predicted "
+                            "counts")
     elapsed_ms: float = Field(description="time the search took, ms")
 
 

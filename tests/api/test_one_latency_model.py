@@ -124,3 +124,43 @@ def test_70b_is_not_over_provisioned_against_its_own_predictions(client: TestCli
     ans = client.post("/v1/recommendations", json=req).json()
     assert ans["feasible"]
     assert ans["recommendations"][0]["cost"]["usd_per_hour"] <= ref["cost"]["usd_per_hour"]
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(model=st.sampled_from(MODELS[:4]), workload=workloads, percentile=st.sampled_from(["mean", *PERCENTILES]))
+def test_every_pareto_point_is_the_prediction_of_its_deployment(client: TestClient, model: str,
+                                                                 workload: dict[str, Any], percentile: str) -> None:
+    req = {"model": model, "workload": workload, "sla": {"percentile": percentile},
+           "constraints": {"gpus": ["l4", "a100-80gb-sxm", "h100-sxm"], "max_gpus": 8}}
+    ans = client.post("/v1/recommendations", json=req).json()
+    key = "" if percentile == "mean" else f"_{percentile}"
+    ranked = {r["rank"]: r["deployment"] for r in ans["recommendations"]}
+    assert ans["pareto"] or not ans["feasible"]
+    for point in ans["pareto"]:
+        body = predict(client, {"model": model, "deployment": point["deployment_spec"], "workload": workload})
+        assert body is not None
+        p = body["predicted"]
+        assert (point["ttft_ms"], point["tpot_ms"], point["output_tok_s"], point["usd_per_hour"]) == (
+            p[f"ttft{key}_ms"], p[f"tpot{key}_ms"], p["output_tok_s"], body["cost"]["usd_per_hour"])
+        if point["rank"] is not None:
+            assert ranked[point["rank"]] == point["deployment_spec"]
+    # a front: no point is at least as good as another on every axis and better on one
+    axes = [(q["usd_per_hour"], q["ttft_ms"], q["tpot_ms"], -q["output_tok_s"]) for q in ans["pareto"]]
+    for a in axes:
+        assert not any(b != a and all(x <= y for x, y in zip(b, a, strict=True)) for b in axes)
+
+
+def test_candidates_not_predicted_that_could_rank_are_counted(client: TestClient) -> None:
+    # Llama-2-7b on one A10 (the seed's case, loose SLA): min_cost ranks by the hourly cost, exact, then by
+    # predicted cost per token. With one recommendation asked for, the layouts of the same price not predicted
+    # could still rank first; with room for every layout, each is predicted and none is left uncounted
+    req = {"model": "meta-llama/Llama-2-7b-hf",
+           "workload": {"input_tokens": 256, "output_tokens": 256, "concurrency": 50},
+           "sla": {"ttft_ms": 2000, "percentile": "p95"}, "constraints": {"gpus": ["a10"], "max_gpus": 1}}
+    one = client.post("/v1/recommendations", json={**req, "top_k": 1}).json()
+    assert one["feasible"] and one["search"]["unverified"] > 0
+    every = client.post("/v1/recommendations", json={**req, "top_k": 50}).json()
+    assert every["search"]["unverified"] == 0
+    # one price for every A10 deployment here: whatever was not predicted had that price
+    assert {r["cost"]["usd_per_hour"] for r in every["recommendations"]} == {
+        one["recommendations"][0]["cost"]["usd_per_hour"]}

@@ -137,16 +137,30 @@ def test_batch_ranks_by_cost_per_token_and_says_so(client: TestClient) -> None:
     assert top["ttft_p95_ms"] <= 200 and top["tpot_p95_ms"] <= 50
     # an overnight job pays for its tokens: throughput per dollar, whatever the workload's mode
     per_m = [r["cost"]["usd_per_million_output_tokens"] for r in batch["recommendations"]]
-    assert per_m == sorted(per_m) and per_m[0] <= chat["recommendations"][0]["cost"]["usd_per_million_output_tokens"]
+    assert per_m == sorted(per_m)
+    assert all(per_m[0] <= r["cost"]["usd_per_million_output_tokens"] for r in chat["recommendations"]
+               if r["cost"]["usd_per_million_output_tokens"] is not None)
     assert batch["ranked_by"].startswith("min_cost_per_token") and "batch scenario" in batch["ranked_by"]
-    assert chat["ranked_by"].startswith("min_cost: USD per hour") and "without a budget" in chat["ranked_by"]
-    # with a budget, chat ranks by latency within it
-    fast = recommend(client, {**common, "scenario": "chat", "constraints": {"max_usd_per_hour": 10.0}})
-    assert fast["ranked_by"].startswith("min_latency")
-    # (min_latency ranks on E2E at the SLA's percentile, p95)
-    e2e = [r["predicted"]["simulation"]["e2e_ms"]["p95"] for r in fast["recommendations"]]
-    assert e2e == sorted(e2e) and all(r["cost"]["usd_per_hour"] <= 10.0 for r in fast["recommendations"])
-    assert e2e[0] <= top["simulation"]["e2e_ms"]["p95"]
+
+
+def test_chat_ranks_by_latency_with_or_without_a_budget_and_says_so(client: TestClient) -> None:
+    common = {"model": "meta-llama/Llama-3.1-8B-Instruct", "scenario": "chat",
+              "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 64}}
+    cheapest = recommend(client, {**common, "objective": "min_cost"})
+    for constraints in ({}, {"max_usd_per_hour": 10.0}):
+        fast = recommend(client, {**common, "constraints": constraints})
+        assert fast["ranked_by"].startswith("min_latency") and "chat scenario" in fast["ranked_by"]
+        assert ("max_usd_per_hour)" in fast["ranked_by"]) == bool(constraints)
+        # (min_latency ranks on E2E at the SLA's percentile, p95), each within the chat SLA and the budget
+        e2e = [r["predicted"]["simulation"]["e2e_ms"]["p95"] for r in fast["recommendations"]]
+        assert e2e == sorted(e2e)
+        for r in fast["recommendations"]:
+            assert r["predicted"]["ttft_p95_ms"] <= 200 and r["predicted"]["tpot_p95_ms"] <= 50
+            if constraints:
+                assert r["cost"]["usd_per_hour"] <= constraints["max_usd_per_hour"]
+        # no faster than the cheapest deployment's
+        assert e2e[0] <= cheapest["recommendations"][0]["predicted"]["simulation"]["e2e_ms"]["p95"]
+    assert cheapest["ranked_by"].startswith("min_cost: USD per hour")
 
 
 def test_70b_on_one_24gb_gpu_is_ruled_out_by_memory(client: TestClient) -> None:

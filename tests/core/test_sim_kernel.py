@@ -17,7 +17,7 @@ def _inputs(prompt_tok: list[int], output_tok: list[int], arrival_s: list[float]
             max_run: int = 8, cap_tok: float = 1e9) -> tuple[np.ndarray, ...]:
     n = len(prompt_tok)
     tok = np.asarray([prompt_tok, output_tok], dtype=np.int64)
-    cost = np.empty((3, n))
+    cost = np.zeros((sk.COST_ROWS, n))             # a closed loop's clients send as their last request ends
     cost[sk.COST_CARRIED_S] = 1e-4                  # per prompt token carried by a decode step
     cost[sk.COST_COMPUTE_S] = 1e-4
     cost[sk.COST_ALONE_S] = ALONE_S

@@ -21,7 +21,7 @@ def applied(**body: Any) -> Any:
 def test_the_request_overrides_the_preset_bound_by_bound() -> None:
     ap = applied(scenario="chat", sla={"ttft_ms": 300})
     assert ap.sla.ttft_ms == 300 and ap.sla.tpot_ms == SCENARIOS["chat"]["sla"]["tpot_ms"]
-    assert ap.percentile == "p95" and ap.max_quality == "near-lossless" and ap.objective == "min_cost"
+    assert ap.percentile == "p95" and ap.max_quality == "near-lossless" and ap.objective == "min_latency"
     assert ap.constraints.max_gpus == DEFAULT_MAX_GPUS
 
 
@@ -30,10 +30,15 @@ def test_without_a_scenario_bounds_are_means_and_any_quantisation() -> None:
     assert ap.percentile == "mean" and ap.max_quality == "noticeable" and ap.objective == "min_cost"
 
 
-def test_chat_with_a_budget_ranks_by_latency_and_says_why() -> None:
+def test_chat_ranks_by_latency_and_says_within_what() -> None:
     ap = applied(scenario="chat", constraints={"max_usd_per_hour": 10})
     assert ap.objective == "min_latency"
-    assert "max_usd_per_hour" in ranked_by(ap.objective, False, "chat")
+    assert "within its latency SLA and constraints.max_usd_per_hour)" in ranked_by(ap.objective, False, "chat", 10)
+    ap = applied(scenario="chat")
+    assert ap.objective == "min_latency"
+    assert "constraints.max_gpus" in ranked_by(ap.objective, False, "chat", None)
+    # a named objective wins over the scenario's
+    assert applied(scenario="chat", objective="min_cost").objective == "min_cost"
 
 
 def test_a_deadline_becomes_a_throughput_floor_and_needs_a_job_size() -> None:
