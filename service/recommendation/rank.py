@@ -93,10 +93,12 @@ def pareto(s: Scored, reps: NDArray[np.int64], top: NDArray[np.int64]) -> list[P
     for i in front[np.argsort(np.nan_to_num(s.usd_h[front], nan=np.inf), kind="stable")]:
         e, _, g, w, k, tp, pp, dp = s.layouts[int(s.layout[i])]
         dp_ep = f" DP{dp} EP{tp * dp}" if dp > 1 else ""
+        spec = s.speculative(int(i))
+        lever = f" +{spec.method} k={spec.num_speculative_tokens}" if spec is not None else ""
         pts.append(ParetoPoint(
             usd_per_hour=None if math.isnan(s.usd_h[i]) else round(float(s.usd_h[i]), 4),
             ttft_ms=round(float(s.ttft_ms[i]), 2), tpot_ms=round(float(s.tpot_ms[i]), 3),
             output_tok_s=round(float(s.out_tok_s[i]), 1),
-            deployment=f"{int(s.replicas[i])} x TP{tp} PP{pp}{dp_ep} {g} {w}/{k} {e}",
+            deployment=f"{int(s.replicas[i])} x TP{tp} PP{pp}{dp_ep} {g} {w}/{k} {e}{lever}",
             rank=rank_of.get(int(i))))
     return pts
