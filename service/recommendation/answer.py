@@ -35,7 +35,8 @@ from service.recommendation.offer import (
 from service.recommendation.rank import best_per_layout, feasible, floor_feasible, order, pareto, violations
 from service.recommendation.relax_levers import offload_offer, speculative_offer
 from service.recommendation.scenarios import Applied, apply_scenario, ranked_by
-from service.recommendation.search import Scored, ends, most, search
+from service.recommendation.search import Scored, ends, most, search_with_space
+from service.recommendation.search_levers import with_speculation
 from service.recommendation.space import REPLICA_GRID, LayoutCache, SearchMemo
 from service.schemas.predictions import Deployment, Launch
 from service.schemas.recommendations import (
@@ -97,10 +98,14 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
         req = req.model_copy(update={"workload": req.workload.model_copy(update={"prefix_cache_hit_rate": 0.0})})
     a = Asked(adv=adv, cache=cache, model=model_for(adv, req.model, req.model_spec), req=req, ap=apply_scenario(req))
     ap = a.ap
-    s = search(adv, cache, req, ap, a.memo)
+    s, sp = search_with_space(adv, cache, req, ap, a.memo)
     fit = feasible(s, ap)
     offline = req.workload.mode == "offline"
     best = best_per_layout(s, fit, ap.objective, offline)     # each layout's best, best first
+    if "speculative" in ap.constraints.allowed_levers:
+        # the speculative variants of the layouts where they can change the answer, ranked with the plain
+        # candidates: each layout keeps whichever its objective prefers
+        s, fit, best = with_speculation(adv, a.model, req, ap, sp, s, fit, best)
     v = verify_candidates(a, s, best)
     moved = False
     if v.recs:
