@@ -184,7 +184,9 @@ def with_speculation(adv: Advisor, model: ModelSpec, req: RecommendationRequest,
         layouts = by_methods[method]
         if not len(layouts):
             continue
-        part = search_space(space_of(spec_units(adv, model, req, sp.un, layouts, opt), req, ap), ap)
+        sp_v = space_of(spec_units(adv, model, req, sp.un, layouts, opt), req, ap)
+        part = search_space(sp_v, ap)
+        part.generated = int(sp_v.options.sum())   # its own units x replica options, not the whole table's
         part.spec = np.full(len(part.layout), j, dtype=np.int64)
         parts.append(part)
         fits.append(feasible(part, ap) + offset)

@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 
 from service.prediction.advisor import Advisor
 from service.prediction.validate import model_for
-from service.recommendation.search_levers import SPEC_TOKENS_GRID, spec_options
+from service.recommendation.search_levers import LEVER_LAYOUTS, SPEC_TOKENS_GRID, spec_options
+from service.recommendation.space import N_SETTINGS, REPLICA_GRID
 
 M8 = "meta-llama/Llama-3.1-8B-Instruct"
 LOW: dict[str, Any] = {"model": M8, "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 4},
@@ -96,3 +97,16 @@ def test_a_full_batch_keeps_the_plain_deployment(client: TestClient) -> None:
         spec = predict(client, spec_dep, FULL["workload"])
         plain = predict(client, top["deployment"], FULL["workload"])
         assert spec["output_tok_s"] < plain["output_tok_s"]
+
+
+def test_the_variants_search_a_bounded_share_of_the_space(client: TestClient, advisor: Advisor) -> None:
+    # each option is searched on at most LEVER_LAYOUTS layouts (each at its settings and replica counts), not on
+    # the whole table: the candidates counted grow by at most that much per option
+    with_spec = recommend(client, LOW)["search"]
+    plain_body = copy.deepcopy(LOW)
+    plain_body["constraints"]["levers"] = []
+    plain = recommend(client, plain_body)["search"]
+    options = len(spec_options(advisor, model_for(advisor, M8, None)))
+    extra = with_spec["candidates"] - plain["candidates"]
+    assert 0 < extra <= options * LEVER_LAYOUTS * N_SETTINGS * len(REPLICA_GRID)
+    assert extra < plain["candidates"]
