@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -144,12 +144,13 @@ def with_launch_levers(adv: Advisor, spec: LaunchSpec, dep: Deployment, wl: Work
                    speculative=SpeculativeLaunch(s.method, s.num_speculative_tokens, draft) if s else None)
 
 
-def draft_pass_bytes(t: Tables, model_idx: int, draft_idx: int | None, method: str | None, wdtype: int,
-                     tp: float) -> float:
+def draft_pass_bytes(t: Tables, model_idx: int, draft_idx: int | None, method: str | None, wdtype: Any,
+                     tp: Any) -> Any:
     """Bytes per GPU one draft forward pass reads, and the draft keeps in memory: an EAGLE-3 head or MTP module
     sized as one decoder layer of the target's dense weights plus its LM head (head sizes are not in the
-    catalog); a draft model's whole weights in the target's dtype; nothing for n-gram lookup."""
-    w_bytes = float(t.w_bits[wdtype]) / 8.0
+    catalog); a draft model's whole weights in the target's dtype; nothing for n-gram lookup. ``wdtype`` and
+    ``tp`` may be arrays (one per candidate): the result is then one too."""
+    w_bytes = t.w_bits[wdtype] / 8.0
     if method in ("eagle3", "mtp"):
         m = model_idx
         layer = float(t.linear_params[m] - t.expert_params[m]) / max(float(t.layers[m]), 1.0) * w_bytes
@@ -157,7 +158,7 @@ def draft_pass_bytes(t: Tables, model_idx: int, draft_idx: int | None, method: s
     if method == "draft_model" and draft_idx is not None:
         d = draft_idx
         return (float(t.linear_params[d]) * w_bytes + float(t.embedding_params[d]) * t.act_bytes) / tp
-    return 0.0
+    return 0.0 * w_bytes
 
 
 def draft_kv_tok_bytes(t: Tables, c: Candidates, s: Static, method: str | None, draft_idx: int | None) -> F:

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from gpu_catalog.schema import ModelSpec
 from service.core.costmodel import Params, ServeInputs, static_terms, step_model
 from service.core.memory import capacity
-from service.prediction.levers import draft_kv_tok_bytes, mtp_model_types, speculative_seq_bytes
+from service.prediction.levers import draft_kv_tok_bytes, draft_pass_bytes, mtp_model_types, speculative_seq_bytes
 from service.recommendation import verify
 from service.recommendation.rank import best_per_layout, feasible
 from service.recommendation.scenarios import Applied
@@ -121,11 +121,7 @@ def spec_units(adv: Advisor, model: ModelSpec, req: RecommendationRequest, un: U
     s = static_terms(tables, c)
     sp = opt.speculative
     k = float(sp.num_speculative_tokens)
-    # an EAGLE-3 head or MTP module read by each draft pass: one decoder layer of the target's dense weights
-    # and its LM head (prediction/levers.py draft_pass_bytes, per row)
-    w_bytes = tables.w_bits[c.wdtype] / 8.0
-    layer = (tables.linear_params[m_idx] - tables.expert_params[m_idx]) / max(float(tables.layers[m_idx]), 1.0)
-    draft = (layer * w_bytes + float(tables.lm_head_params[m_idx]) * tables.act_bytes) / c.tp
+    draft = np.asarray(draft_pass_bytes(tables, m_idx, None, sp.method, c.wdtype, c.tp), dtype=np.float64)
     spec_tok = np.full(n_l, k)
     draft_kv = draft_kv_tok_bytes(tables, c, s, sp.method, None)
     seq_full, seq_mean = speculative_seq_bytes(s, spec_tok, draft_kv)
