@@ -2,7 +2,8 @@
 with their effect, each predicted as POST /v1/predictions predicts it.
 
 - CPU offload when no allowed deployment holds the model in memory: the smallest whole number of GB per GPU
-  that fits it, on the allowed GPU where it is fastest.
+  that fits it, on the allowed GPU, dtype and TP (1, or the largest within a node and max_gpus) where it is
+  fastest.
 - Speculative decoding when the deployments closest to the bounds miss them: each with the method the catalog
   has the model's own acceptance figure and draft for (an EAGLE-3 head, or MTP), at that figure's k.
 """
@@ -20,8 +21,9 @@ from service.prediction.launch_settings import settings_for
 from service.prediction.predictor import predict
 from service.recommendation.offer import predicted_against
 from service.recommendation.scenarios import Applied
+from service.recommendation.space import TP_GRID
 from service.schemas.predictions import Deployment, EngineArgs, PredictionRequest, SimulationOptions, Speculative
-from service.schemas.recommendations import Recommendation, RecommendationRequest, Relaxation
+from service.schemas.recommendations import DEFAULT_MAX_GPUS, Recommendation, RecommendationRequest, Relaxation
 from service.units import GB_BYTES, MS_PER_S
 
 if TYPE_CHECKING:
@@ -33,11 +35,22 @@ OFFLOAD_ENGINE: Literal["vllm"] = "vllm"
 DEFAULT_OFFLOAD_DTYPES = ("bf16", "fp16")
 
 
+def offload_tps(adv: Advisor, model: ModelSpec, ap: Applied, gpu: str) -> list[int]:
+    """The tensor-parallel sizes offload is tried at on ``gpu``: 1, and the largest of the search's TP grid within
+    one node and max_gpus that the model's heads divide (split over more GPUs, each offloads less and streams
+    less over its own host link every step)."""
+    limit = min(adv.gpus[gpu].max_gpus_per_node, int(ap.constraints.max_gpus or DEFAULT_MAX_GPUS))
+    heads, kv_heads = model.num_attention_heads, model.num_kv_heads
+    tps = [t for t in TP_GRID if t <= limit and heads % t == 0 and (t <= kv_heads or t % kv_heads == 0)]
+    return sorted({1, tps[-1]}) if tps else [1]
+
+
 def offload_trial(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied, gpu: str,
-                  dtype: str) -> tuple[Deployment, float] | None:
-    """One GPU of ``gpu`` in ``dtype`` with the smallest whole number of GB offloaded that holds one sequence of
-    the workload's context, and its predicted TPOT in seconds; None when it cannot run or does not fit."""
-    dep = Deployment(gpu=gpu, weight_dtype=dtype, engine=OFFLOAD_ENGINE,
+                  dtype: str, tp: int = 1) -> tuple[Deployment, float] | None:
+    """``tp`` GPUs of ``gpu`` in ``dtype`` with the smallest whole number of GB per GPU offloaded that holds one
+    sequence of the workload's context, and its predicted TPOT in seconds; None when it cannot run or does not
+    fit."""
+    dep = Deployment(gpu=gpu, weight_dtype=dtype, engine=OFFLOAD_ENGINE, tp=tp, gpu_count=tp,
                      engine_version=(ap.constraints.engine_versions or {}).get(OFFLOAD_ENGINE))
     try:
         adv.check_runnable(model, dep, req.workload, ["deployment"])
@@ -57,7 +70,7 @@ def offload_trial(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap
         # the settings the prediction assumes, explicit (as the search's deployments state them)
         args = EngineArgs(max_num_seqs=settings.max_num_seqs, max_num_batched_tokens=settings.max_num_batched_tokens,
                           gpu_memory_utilization=settings.memory_fraction, max_model_len=settings.max_model_len)
-        dep = dep.model_copy(update={"cpu_offload_gb": gb, "gpu_count": 1, "engine_version": settings.engine_version,
+        dep = dep.model_copy(update={"cpu_offload_gb": gb, "engine_version": settings.engine_version,
                                      "engine_args": args})
         out = predict(adv, PredictionRequest(model=req.model, model_spec=req.model_spec, deployment=dep,
                                              workload=req.workload, simulation=SimulationOptions(enabled=False)))
@@ -77,12 +90,19 @@ def offload_dtypes(adv: Advisor, model: ModelSpec, named: list[str] | None) -> l
     return [d for d in (named or sorted(offered)) if d in offered]
 
 
+def offload_trials(adv: Advisor, model: ModelSpec, req: RecommendationRequest,
+                   ap: Applied) -> list[tuple[Deployment, float]]:
+    """``offload_trial`` on each allowed GPU with a host link, offered dtype and TP of ``offload_tps``."""
+    cons = ap.constraints
+    gpus = [g for g in (cons.gpus or sorted(adv.gpus)) if adv.levers.host_link_bw_gb_s_per_direction(g) is not None]
+    return [t for g in gpus for d in offload_dtypes(adv, model, cons.weight_dtypes)
+            for tp in offload_tps(adv, model, ap, g) if (t := offload_trial(adv, model, req, ap, g, d, tp)) is not None]
+
+
 def offload_offer(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied) -> Recommendation | None:
     """With cpu_offload allowed and nothing else fitting: the best offload trial (``offload_trial``) as the
     answer's recommendation, predicted as POST /v1/predictions predicts it, when it meets every bound."""
-    cons = ap.constraints
-    trials = [t for g in (cons.gpus or sorted(adv.gpus)) for d in offload_dtypes(adv, model, cons.weight_dtypes)
-              if (t := offload_trial(adv, model, req, ap, g, d)) is not None]
+    trials = offload_trials(adv, model, req, ap)
     if not trials:
         return None
     rec, over = predicted_against(adv, model, req, ap, min(trials, key=lambda t: t[1])[0], {})
@@ -142,14 +162,13 @@ def relax_levers(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap:
     engines: list[str] = list(cons.engines or [OFFLOAD_ENGINE])
     if not nothing_fits or "cpu_offload" in cons.allowed_levers or OFFLOAD_ENGINE not in engines:
         return out
-    gpus = cons.gpus or sorted(adv.gpus)
-    dtypes = offload_dtypes(adv, model, cons.weight_dtypes)
-    trials = [t for g in gpus for d in dtypes if (t := offload_trial(adv, model, req, ap, g, d)) is not None]
+    trials = offload_trials(adv, model, req, ap)
     if not trials:
         return out
     dep, tpot_s = min(trials, key=lambda t: t[1])
     gb = dep.cpu_offload_gb or 0.0
     return [*out, Relaxation(kind="cpu_offload", value=gb, deployment=dep, detail=(
-        f"memory is the only obstacle: offloading {gb:g} GB per GPU to host memory fits it on one {dep.gpu} "
+        f"memory is the only obstacle: offloading {gb:g} GB per GPU to host memory fits it on "
+        f"{'one' if dep.tp == 1 else f'{dep.tp} x'} {dep.gpu}{'' if dep.tp == 1 else f' (TP{dep.tp})'} "
         f"({dep.weight_dtype}, {dep.engine}) at about {tpot_s * MS_PER_S:.0f} ms TPOT (the weights cross the host "
         "link every step); allow it with constraints.levers including cpu_offload"))]
