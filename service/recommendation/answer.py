@@ -65,6 +65,8 @@ class Asked:
     memo: SearchMemo = field(default_factory=dict)
     sims: SimMemo = field(default_factory=dict)             # candidates with the same inputs are simulated once
     no_checkpoint: dict[Any, str] = field(default_factory=dict)
+    # each layout's best plain candidate, where the search also tried it with speculative decoding
+    plain_of: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -105,6 +107,7 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
     if "speculative" in ap.constraints.allowed_levers:
         # the speculative variants of the layouts where they can change the answer, ranked with the plain
         # candidates: each layout keeps whichever its objective prefers
+        a.plain_of = {int(s.layout[i]): int(i) for i in best}    # (the variants' candidates follow s's)
         s, fit, best = with_speculation(adv, a.model, req, ap, sp, s, fit, best)
     v = verify_candidates(a, s, best)
     moved = False
@@ -229,6 +232,12 @@ def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:
             continue
         for name in verify.broken(rec, ap.sla, ap.percentile):
             v.dropped_by[name] = v.dropped_by.get(name, 0) + 1
+        plain = a.plain_of.get(int(sc.layout[i])) if over and sc.speculative(i) is not None else None
+        if plain is not None:
+            # the analytic model preferred speculation on this layout but its prediction misses the bounds (the
+            # simulation times the verify steps' share of the token budget, which delays prompts): the layout
+            # without it is tried next, so the answer does not lose it
+            queue.insert(0, (sc, plain, -1))
         rec, over = settle_replicas(a, v, dep, rec, over)
         if over:
             d = rec.deployment

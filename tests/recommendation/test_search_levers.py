@@ -110,3 +110,17 @@ def test_the_variants_search_a_bounded_share_of_the_space(client: TestClient, ad
     extra = with_spec["candidates"] - plain["candidates"]
     assert 0 < extra <= options * LEVER_LAYOUTS * N_SETTINGS * len(REPLICA_GRID)
     assert extra < plain["candidates"]
+
+
+def test_allowing_speculation_never_worsens_the_ranking(client: TestClient) -> None:
+    # a tight TTFT bound: the analytic model prefers speculation on some layouts that the simulation then finds
+    # too slow to start (the verify steps take their share of the token budget); those layouts are tried again
+    # without it, so rank for rank the answer costs no more than without the lever
+    body: dict[str, Any] = {"model": M8, "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 50},
+                            "sla": {"ttft_ms": 20}, "top_k": 10, "constraints": {"levers": ["speculative"]}}
+    with_spec = recommend(client, body)["recommendations"]
+    plain = recommend(client, {**body, "constraints": {"levers": []}})["recommendations"]
+    assert len(with_spec) == len(plain)
+    for a, b in zip(with_spec, plain, strict=True):
+        assert a["cost"]["usd_per_hour"] <= b["cost"]["usd_per_hour"]
+    assert any("speculative" in r["deployment"] for r in with_spec)
