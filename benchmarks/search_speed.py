@@ -7,6 +7,7 @@ latency; then p50 / p99 over all requests after the first of each requirement, a
 
     python benchmarks/search_speed.py              # 24 requirements x 5 rounds
     python benchmarks/search_speed.py --rounds 1
+    python benchmarks/search_speed.py --levers     # every requirement allows every lever (constraints.levers)
 """
 
 from __future__ import annotations
@@ -67,14 +68,21 @@ REQUIREMENTS: list[dict[str, Any]] = [
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--levers", action="store_true",
+                    help="allow speculative, cpu_offload and prefix_cache in every requirement")
     args = ap.parse_args(argv)
+    requirements = REQUIREMENTS
+    if args.levers:
+        requirements = [{**b, "constraints": {**b.get("constraints", {}),
+                                              "levers": ["speculative", "cpu_offload", "prefix_cache"]}}
+                        for b in REQUIREMENTS]
     import httpx
 
     times: list[float] = []
     searched: list[int] = []
     with running_server() as url, httpx.Client(base_url=url, timeout=120) as client:
         first: list[float] = []
-        for i, body in enumerate(REQUIREMENTS):              # warm-up, and each must be answered
+        for i, body in enumerate(requirements):              # warm-up, and each must be answered
             t0 = time.perf_counter()
             r = client.post("/v1/recommendations", json=body)
             first.append(time.perf_counter() - t0)
@@ -82,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"#{i}: {r.status_code} {r.text[:300]}")
                 return 1
         for rnd in range(args.rounds):
-            for i, body in enumerate(REQUIREMENTS):
+            for i, body in enumerate(requirements):
                 t0 = time.perf_counter()
                 r = client.post("/v1/recommendations", json=body)
                 times.append(time.perf_counter() - t0)
@@ -96,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"#{i:2d} {body['model'][:34]:<34} candidates {s['candidates']:>7} scored {s['scored']:>6} "
                           f"solved {s['solved']:>6} feasible {s['feasible']:>6} {times[-1] * 1e3:6.1f} ms  {top}")
     ms = np.asarray(times) * 1e3
-    print(f"\n{len(ms)} requests ({len(REQUIREMENTS)} requirements x {args.rounds}): candidates per request "
+    print(f"\n{len(ms)} requests ({len(requirements)} requirements x {args.rounds}): candidates per request "
           f"median {int(np.median(searched))}, min {min(searched)}, max {max(searched)}; "
           f"latency p50 {np.percentile(ms, 50):.1f} ms, p90 {np.percentile(ms, 90):.1f} ms, "
           f"p99 {np.percentile(ms, 99):.1f} ms (uvicorn, one worker, SQLite)")

@@ -214,7 +214,8 @@ def with_levers(sm: StepModel) -> StepModel:
       the step (no prefetch overlap: ``offloaded_step_s`` with ``overlapped`` false); a prefill step too.
     - Speculative decoding: a decode step becomes a verify step over ``k + 1`` tokens per sequence plus ``k``
       draft passes, divided by the tokens each sequence emits per step (``expected_tokens_per_step_tok``):
-      the weight and KV reads, fixed all-reduce latency and per-step time are shared by ``tau`` tokens; the
+      the weight and KV reads (the draft's KV read by each draft pass), fixed all-reduce latency and per-step
+      time are shared by ``tau`` tokens; the
       compute, all-reduce traffic and routed experts grow with ``k + 1``. Each term is scaled alone, and the
       smooth maximum is homogeneous, so ``decode_step(b)`` is ``(t_verify(b) + t_draft) / tau``
       (``speculative_tpot_s``); with acceptance 0 every term is at least the plain one (never faster).
@@ -228,10 +229,14 @@ def with_levers(sm: StepModel) -> StepModel:
     tau = expected_tokens_per_step_tok(s.spec_acceptance, k)
     q = k + 1.0
     draft_s = draft_time_per_step_s(_f64(s.draft_pass_bytes) / sm.bw_bytes_s, k)
+    # per sequence, the verify step reads the target's KV of the mean context (not the k empty draft slots
+    # memory holds for it), and each of the k draft passes the draft's own KV of it
+    ctx_mean = s.isl + s.osl / 2.0
+    seq_s = (s.kv_seq_bytes(ctx_mean) + k * _f64(s.draft_kv_tok_bytes) * ctx_mean) / sm.bw_bytes_s
     pp_handoff = sm.pp_handoff_s + offload_s
     out = replace(
         sm, pp_handoff_s=pp_handoff, dense_s=sm.dense_s / tau, expert_s=sm.expert_s / tau,
-        log_miss=sm.log_miss * q, seq_s=sm.seq_s / tau, flop_s_seq=sm.flop_s_seq * q / tau,
+        log_miss=sm.log_miss * q, seq_s=seq_s / tau, flop_s_seq=sm.flop_s_seq * q / tau,
         comm_fixed_s=sm.comm_fixed_s / tau, comm_seq_s=sm.comm_seq_s * q / tau,
         step_fixed_s=(sm.step_fixed_s + offload_s + draft_s) / tau, seq_scale=1.0 / tau, flop_scale=q / tau,
         prefix_hit_rate=s.prefix_hit_rate)

@@ -90,7 +90,9 @@ class StepModel:
     def context_terms(self, ctx_tok: F) -> tuple[F, F]:
         """At mean context ``ctx_tok``: the time to read one sequence's KV cache, and the compute of one decoded
         token (``seq_s`` and ``flop_s_seq`` at the workload's mean context)."""
-        return (self.s.kv_seq_bytes(ctx_tok) / self.bw_bytes_s * self.seq_scale,
+        # with speculation, each of the k draft passes also reads the draft's own KV of the sequence
+        kv_read = self.s.kv_seq_bytes(ctx_tok) + self.s.spec_tokens * self.s.draft_kv_tok_bytes * ctx_tok
+        return (kv_read / self.bw_bytes_s * self.seq_scale,
                 self.s.dec_flops(ctx_tok) / (self.s.n_gpu * self.gemm_rate_flops_s) * self.flop_scale)
 
     def prefill_tok_s(self, prompt_tok: F) -> F:

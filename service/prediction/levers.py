@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gpu_catalog.levers import Levers, SpeculativeMeasurement
 from gpu_catalog.schema import ModelSpec
-from service.core.candidates import Candidates
+from service.core.candidates import Candidates, take_rows
 from service.core.levers import expected_tokens_per_step_tok
 from service.core.memory import Static, capacity
 from service.core.tables import Tables
+from service.core.types import F
 from service.engines.base import LaunchSpec, SpeculativeLaunch
 from service.errors import InvalidRequest
 from service.schemas.predictions import Deployment, Workload
@@ -143,12 +144,13 @@ def with_launch_levers(adv: Advisor, spec: LaunchSpec, dep: Deployment, wl: Work
                    speculative=SpeculativeLaunch(s.method, s.num_speculative_tokens, draft) if s else None)
 
 
-def draft_pass_bytes(t: Tables, model_idx: int, draft_idx: int | None, method: str | None, wdtype: int,
-                     tp: float) -> float:
+def draft_pass_bytes(t: Tables, model_idx: int, draft_idx: int | None, method: str | None, wdtype: Any,
+                     tp: Any) -> Any:
     """Bytes per GPU one draft forward pass reads, and the draft keeps in memory: an EAGLE-3 head or MTP module
     sized as one decoder layer of the target's dense weights plus its LM head (head sizes are not in the
-    catalog); a draft model's whole weights in the target's dtype; nothing for n-gram lookup."""
-    w_bytes = float(t.w_bits[wdtype]) / 8.0
+    catalog); a draft model's whole weights in the target's dtype; nothing for n-gram lookup. ``wdtype`` and
+    ``tp`` may be arrays (one per candidate): the result is then one too."""
+    w_bytes = t.w_bits[wdtype] / 8.0
     if method in ("eagle3", "mtp"):
         m = model_idx
         layer = float(t.linear_params[m] - t.expert_params[m]) / max(float(t.layers[m]), 1.0) * w_bytes
@@ -156,7 +158,30 @@ def draft_pass_bytes(t: Tables, model_idx: int, draft_idx: int | None, method: s
     if method == "draft_model" and draft_idx is not None:
         d = draft_idx
         return (float(t.linear_params[d]) * w_bytes + float(t.embedding_params[d]) * t.act_bytes) / tp
-    return 0.0
+    return 0.0 * w_bytes
+
+
+def draft_kv_tok_bytes(t: Tables, c: Candidates, s: Static, method: str | None, draft_idx: int | None) -> F:
+    """KV bytes per GPU the draft keeps per token of a sequence: an EAGLE-3 head or MTP module is one attention
+    layer of the target's shape (its own KV cache, in the engine's pool); a draft model all of its layers; n-gram
+    lookup nothing."""
+    if method in ("eagle3", "mtp"):
+        return np.asarray(s.kv_tok_layer_bytes, dtype=np.float64)
+    if method == "draft_model" and draft_idx is not None:
+        d = draft_idx
+        heads_gpu = np.ceil(t.kv_heads[d] / c.tp)
+        elems = np.where(t.is_mla[d], t.kv_elems_per_layer[d], t.kv_elems_per_layer[d] * heads_gpu / t.kv_heads[d])
+        return np.asarray(t.kv_bits[c.kvdtype] / 8.0 * elems * t.layers[d], dtype=np.float64)
+    return np.zeros(len(c.tp))
+
+
+def speculative_seq_bytes(s: Static, spec_tokens: F, draft_kv_tok: F) -> tuple[F, F]:
+    """KV bytes per GPU of one sequence with speculation, at the full context and at the workload's mean: the
+    engine reserves ``k`` slots per running sequence for the draft tokens a verify step writes (vLLM's lookahead
+    slots), and the draft's own KV covers the same tokens. ``spec_tokens`` 0 with no draft KV: ``s``'s own."""
+    full_tok = s.context_tok + spec_tokens
+    mean_tok = s.isl + s.osl / 2.0 + spec_tokens
+    return (s.kv_seq_bytes(full_tok) + draft_kv_tok * full_tok, s.kv_seq_bytes(mean_tok) + draft_kv_tok * mean_tok)
 
 
 def with_lever_terms(adv: Advisor, t: Tables, c: Candidates, s: Static, deps: list[Deployment],
@@ -178,11 +203,20 @@ def with_lever_terms(adv: Advisor, t: Tables, c: Candidates, s: Static, deps: li
                                  f"cpu_offload_gb {d.cpu_offload_gb} exceeds the {float(s.weights[i]) / GB_BYTES:.1f} "
                                  "GB of weights on each GPU")
     weights = s.weights + draft - offload
-    cap = capacity(t, c, weights, s.overhead, s.runnable, s.seq_full, s.seq_mean)
+    spec_tokens = np.asarray([float(ch.num_speculative_tokens) for ch in choices])
+    draft_kv = np.zeros(len(deps))
+    for i, (d, ch) in enumerate(zip(deps, choices, strict=True)):
+        if ch.method is not None:
+            one = take_rows(c, np.asarray([i]))
+            draft_kv[i] = draft_kv_tok_bytes(t, one, take_rows(s, np.asarray([i])), ch.method,
+                                             adv.index["model"].get(d.speculative.draft_model or "")
+                                             if d.speculative else None)[0]
+    seq_full, seq_mean = speculative_seq_bytes(s, spec_tokens, draft_kv)
+    cap = capacity(t, c, weights, s.overhead, s.runnable, seq_full, seq_mean)
     return replace(
         s, weights=weights, activations=cap.activations, kv_pool=cap.kv_pool, fits=cap.fits,
-        max_conc_replica=cap.max_conc, cap_mean=cap.cap_mean,
-        spec_tokens=np.asarray([float(ch.num_speculative_tokens) for ch in choices]),
+        max_conc_replica=cap.max_conc, cap_mean=cap.cap_mean, seq_full=seq_full, seq_mean=seq_mean,
+        spec_tokens=spec_tokens, draft_kv_tok_bytes=draft_kv,
         spec_acceptance=np.asarray([ch.acceptance_rate for ch in choices]), draft_pass_bytes=draft,
         prefix_hit_rate=np.asarray([ch.prefix_hit_rate for ch in choices]), offload_bytes=offload,
         host_link_bytes_s=np.asarray([(ch.host_link_gb_s or 1.0) * GB_BYTES for ch in choices]))
@@ -199,7 +233,8 @@ def lever_notes(ch: LeverChoice, pp: int) -> list[str]:
                else "the request's figure")
         notes.append(f"speculative decoding ({ch.method}, k={k}): acceptance rate {a:g} ({src}) gives "
                      f"{tau:.2f} tokens per sequence per verify step; each step verifies k+1 tokens per sequence "
-                     "and runs k draft passes")
+                     "and runs k draft passes; memory counts the draft's weights (in weights) and, per sequence, k "
+                     "slots for the draft tokens and the draft's own KV cache (in kv_bytes_per_token)")
         if ch.measured_at_tokens is not None and ch.measured_at_tokens != k:
             notes.append(f"the default acceptance rate was measured at k={ch.measured_at_tokens}, not k={k}: "
                          "measured rates fall with the draft position, so a longer k is optimistic")

@@ -44,7 +44,8 @@ from service.recommendation.rank import (
 )
 from service.recommendation.relax_levers import offload_offer, speculative_offer
 from service.recommendation.scenarios import Applied, apply_scenario, ranked_by
-from service.recommendation.search import Scored, ends, most, search
+from service.recommendation.search import Scored, ends, most, search_with_space
+from service.recommendation.search_levers import with_speculation
 from service.recommendation.space import REPLICA_GRID, LayoutCache, SearchMemo
 from service.schemas.predictions import Deployment, Launch
 from service.schemas.recommendations import (
@@ -73,6 +74,8 @@ class Asked:
     memo: SearchMemo = field(default_factory=dict)
     sims: SimMemo = field(default_factory=dict)             # candidates with the same inputs are simulated once
     no_checkpoint: dict[Any, str] = field(default_factory=dict)
+    # each layout's best plain candidate, where the search also tried it with speculative decoding
+    plain_of: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -108,10 +111,15 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
         req = req.model_copy(update={"workload": req.workload.model_copy(update={"prefix_cache_hit_rate": 0.0})})
     a = Asked(adv=adv, cache=cache, model=model_for(adv, req.model, req.model_spec), req=req, ap=apply_scenario(req))
     ap = a.ap
-    s = search(adv, cache, req, ap, a.memo)
+    s, sp = search_with_space(adv, cache, req, ap, a.memo)
     fit = feasible(s, ap)
     offline = req.workload.mode == "offline"
     best = best_per_layout(s, fit, ap.objective, offline)     # each layout's best, best first
+    if "speculative" in ap.constraints.allowed_levers:
+        # the speculative variants of the layouts where they can change the answer, ranked with the plain
+        # candidates: each layout keeps whichever its objective prefers
+        a.plain_of = {int(s.layout[i]): int(i) for i in best}    # (the variants' candidates follow s's)
+        s, fit, best = with_speculation(adv, a.model, req, ap, sp, s, fit, best)
     v = verify_candidates(a, s, best)
     moved = False
     if v.recs:
@@ -248,6 +256,12 @@ def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:
             continue
         for name in verify.broken(rec, ap.sla, ap.percentile):
             v.dropped_by[name] = v.dropped_by.get(name, 0) + 1
+        plain = a.plain_of.get(int(sc.layout[i])) if over and sc.speculative(i) is not None else None
+        if plain is not None:
+            # the analytic model preferred speculation on this layout but its prediction misses the bounds (the
+            # simulation times the verify steps' share of the token budget, which delays prompts): the layout
+            # without it is tried next, so the answer does not lose it
+            queue.insert(0, (sc, plain, -1))
         rec, over = settle_replicas(a, v, dep, rec, over)
         if over:
             d = rec.deployment

@@ -42,8 +42,10 @@ PARETO_PREDICTED = 3
 def short(dep: Deployment) -> str:
     """The deployment in short, as a Pareto point names it."""
     dp_ep = f" DP{dep.dp} EP{dep.ep}" if dep.dp > 1 else ""
+    spec = dep.speculative
+    lever = f" +{spec.method} k={spec.num_speculative_tokens}" if spec is not None else ""
     return (f"{dep.replicas} x TP{dep.tp} PP{dep.pp}{dp_ep} {dep.gpu} {dep.weight_dtype}/{dep.kv_dtype} "
-            f"{dep.engine}")
+            f"{dep.engine}{lever}")
 
 
 def spread(front: NDArray[np.int64], n: int) -> NDArray[np.int64]:

@@ -42,7 +42,8 @@ def deployment(s: Scored, i: int) -> Deployment:
                       **{engine_for(e).memory_fraction_setting: frac})
     return Deployment(gpu=g, gpu_count=tp * pp * dp * reps, tp=tp, pp=pp, replicas=reps, weight_dtype=w, kv_dtype=k,
                       engine=e, engine_version=v, engine_args=args, multi_node=pp > 1,
-                      **({"dp": dp, "ep": tp * dp} if dp > 1 else {}))
+                      **({"dp": dp, "ep": tp * dp} if dp > 1 else {}),
+                      **({"speculative": spec} if (spec := s.speculative(i)) is not None else {}))
 
 
 def checked_launch(adv: Advisor, req: RecommendationRequest, dep: Deployment, no_checkpoint: dict[Any, str]) -> Launch:

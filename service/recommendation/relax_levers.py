@@ -2,7 +2,8 @@
 with their effect, each predicted as POST /v1/predictions predicts it.
 
 - CPU offload when no allowed deployment holds the model in memory: the smallest whole number of GB per GPU
-  that fits it, on the allowed GPU where it is fastest.
+  that fits it, on the allowed GPU, dtype and TP (1, or the largest within a node and max_gpus) where it is
+  fastest.
 - Speculative decoding when the deployments closest to the bounds miss them: each with the method the catalog
   has the model's own acceptance figure and draft for (an EAGLE-3 head, or MTP), at that figure's k.
 """
@@ -17,11 +18,11 @@ from service.engines.checkpoints import offered_weight_dtypes
 from service.errors import InvalidRequest
 from service.prediction.analytic import analyse
 from service.prediction.launch_settings import settings_for
-from service.prediction.predictor import predict
 from service.recommendation.offer import predicted_against
 from service.recommendation.scenarios import Applied
-from service.schemas.predictions import Deployment, EngineArgs, PredictionRequest, SimulationOptions, Speculative
-from service.schemas.recommendations import Recommendation, RecommendationRequest, Relaxation
+from service.recommendation.space import TP_GRID
+from service.schemas.predictions import Deployment, EngineArgs, Speculative
+from service.schemas.recommendations import DEFAULT_MAX_GPUS, Recommendation, RecommendationRequest, Relaxation
 from service.units import GB_BYTES, MS_PER_S
 
 if TYPE_CHECKING:
@@ -33,39 +34,36 @@ OFFLOAD_ENGINE: Literal["vllm"] = "vllm"
 DEFAULT_OFFLOAD_DTYPES = ("bf16", "fp16")
 
 
-def offload_trial(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied, gpu: str,
-                  dtype: str) -> tuple[Deployment, float] | None:
-    """One GPU of ``gpu`` in ``dtype`` with the smallest whole number of GB offloaded that holds one sequence of
-    the workload's context, and its predicted TPOT in seconds; None when it cannot run or does not fit."""
-    dep = Deployment(gpu=gpu, weight_dtype=dtype, engine=OFFLOAD_ENGINE,
-                     engine_version=(ap.constraints.engine_versions or {}).get(OFFLOAD_ENGINE))
+def offload_tps(adv: Advisor, model: ModelSpec, ap: Applied, gpu: str) -> list[int]:
+    """The tensor-parallel sizes offload is tried at on ``gpu``: 1, and the largest of the search's TP grid within
+    one node and max_gpus that the model's heads divide (split over more GPUs, each offloads less and streams
+    less over its own host link every step)."""
+    limit = min(adv.gpus[gpu].max_gpus_per_node, int(ap.constraints.max_gpus or DEFAULT_MAX_GPUS))
+    heads, kv_heads = model.num_attention_heads, model.num_kv_heads
+    tps = [t for t in TP_GRID if t <= limit and heads % t == 0 and (t <= kv_heads or t % kv_heads == 0)]
+    return sorted({1, tps[-1]}) if tps else [1]
+
+
+def with_offload(adv: Advisor, model: ModelSpec, req: RecommendationRequest, dep: Deployment, need_bytes: float,
+                 weights_bytes: float) -> Deployment | None:
+    """``dep`` with the smallest whole number of GB per GPU offloaded that covers ``need_bytes`` (its settings
+    explicit, as the search's deployments state them); None when it fits without offload, when that would be
+    all of its ``weights_bytes``, or when the offload cannot run."""
+    if need_bytes <= 0:
+        return None
+    gb = float(math.ceil(need_bytes / GB_BYTES))
+    if gb * GB_BYTES >= weights_bytes:
+        return None
+    settings = settings_for(adv, dep, adv.gpus[dep.gpu], req.workload)[0]
+    args = EngineArgs(max_num_seqs=settings.max_num_seqs, max_num_batched_tokens=settings.max_num_batched_tokens,
+                      gpu_memory_utilization=settings.memory_fraction, max_model_len=settings.max_model_len)
+    out = dep.model_copy(update={"cpu_offload_gb": gb, "engine_version": settings.engine_version,
+                                 "engine_args": args})
     try:
-        adv.check_runnable(model, dep, req.workload, ["deployment"])
-        if adv.levers.host_link_bw_gb_s_per_direction(gpu) is None:
-            return None
-        s = analyse(adv, model, req.workload, [dep]).static
-        capacity_bytes = adv.gpus[gpu].memory_gb * GB_BYTES
-        frac = settings_for(adv, dep, adv.gpus[gpu], req.workload)[0].memory_fraction
-        # vLLM's budget is a share of the whole memory: weights, activations, reserve and one sequence within it
-        need = float(s.weights[0] + s.activations[0] + s.overhead[0] + s.seq_full[0]) - frac * capacity_bytes
-        if need <= 0:
-            return None
-        gb = float(math.ceil(need / GB_BYTES))
-        if gb * GB_BYTES >= float(s.weights[0]):
-            return None
-        settings = settings_for(adv, dep, adv.gpus[gpu], req.workload)[0]
-        # the settings the prediction assumes, explicit (as the search's deployments state them)
-        args = EngineArgs(max_num_seqs=settings.max_num_seqs, max_num_batched_tokens=settings.max_num_batched_tokens,
-                          gpu_memory_utilization=settings.memory_fraction, max_model_len=settings.max_model_len)
-        dep = dep.model_copy(update={"cpu_offload_gb": gb, "gpu_count": 1, "engine_version": settings.engine_version,
-                                     "engine_args": args})
-        out = predict(adv, PredictionRequest(model=req.model, model_spec=req.model_spec, deployment=dep,
-                                             workload=req.workload, simulation=SimulationOptions(enabled=False)))
+        adv.check_runnable(model, out, req.workload, ["deployment"])
     except InvalidRequest:
         return None
-    if not out.fits or out.predicted is None:
-        return None
-    return dep, out.predicted.tpot_ms / MS_PER_S
+    return out
 
 
 def offload_dtypes(adv: Advisor, model: ModelSpec, named: list[str] | None) -> list[str]:
@@ -77,12 +75,47 @@ def offload_dtypes(adv: Advisor, model: ModelSpec, named: list[str] | None) -> l
     return [d for d in (named or sorted(offered)) if d in offered]
 
 
-def offload_offer(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied) -> Recommendation | None:
-    """With cpu_offload allowed and nothing else fitting: the best offload trial (``offload_trial``) as the
-    answer's recommendation, predicted as POST /v1/predictions predicts it, when it meets every bound."""
+def offload_trials(adv: Advisor, model: ModelSpec, req: RecommendationRequest,
+                   ap: Applied) -> list[tuple[Deployment, float]]:
+    """On each allowed GPU with a host link, offered dtype and TP of ``offload_tps``: the deployment with the
+    smallest whole number of GB per GPU offloaded that holds one sequence of the workload's context, and its
+    TPOT in seconds as POST /v1/predictions predicts it without simulation (both analysed for all at once)."""
     cons = ap.constraints
-    trials = [t for g in (cons.gpus or sorted(adv.gpus)) for d in offload_dtypes(adv, model, cons.weight_dtypes)
-              if (t := offload_trial(adv, model, req, ap, g, d)) is not None]
+    wl = req.workload
+    gpus = [g for g in (cons.gpus or sorted(adv.gpus)) if adv.levers.host_link_bw_gb_s_per_direction(g) is not None]
+    version = (cons.engine_versions or {}).get(OFFLOAD_ENGINE)
+    plain: list[Deployment] = []
+    for g in gpus:
+        for d in offload_dtypes(adv, model, cons.weight_dtypes):
+            for tp in offload_tps(adv, model, ap, g):
+                dep = Deployment(gpu=g, weight_dtype=d, engine=OFFLOAD_ENGINE, tp=tp, gpu_count=tp,
+                                 engine_version=version)
+                try:
+                    adv.check_runnable(model, dep, wl, ["deployment"])
+                except InvalidRequest:
+                    continue
+                plain.append(dep)
+    if not plain:
+        return []
+    s = analyse(adv, model, wl, plain).static
+    offloaded: list[Deployment] = []
+    for i, dep in enumerate(plain):
+        capacity_bytes = adv.gpus[dep.gpu].memory_gb * GB_BYTES
+        frac = settings_for(adv, dep, adv.gpus[dep.gpu], wl)[0].memory_fraction
+        # vLLM's budget is a share of the whole memory: weights, activations, reserve and one sequence within it
+        need = float(s.weights[i] + s.activations[i] + s.overhead[i] + s.seq_full[i]) - frac * capacity_bytes
+        if (off := with_offload(adv, model, req, dep, need, float(s.weights[i]))) is not None:
+            offloaded.append(off)
+    if not offloaded:
+        return []
+    res = analyse(adv, model, wl, offloaded).res
+    return [(dep, float(res.tpot_s[i])) for i, dep in enumerate(offloaded) if bool(res.fits[i])]
+
+
+def offload_offer(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied) -> Recommendation | None:
+    """With cpu_offload allowed and nothing else fitting: the fastest of ``offload_trials`` as the
+    answer's recommendation, predicted as POST /v1/predictions predicts it, when it meets every bound."""
+    trials = offload_trials(adv, model, req, ap)
     if not trials:
         return None
     rec, over = predicted_against(adv, model, req, ap, min(trials, key=lambda t: t[1])[0], {})
@@ -142,14 +175,13 @@ def relax_levers(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap:
     engines: list[str] = list(cons.engines or [OFFLOAD_ENGINE])
     if not nothing_fits or "cpu_offload" in cons.allowed_levers or OFFLOAD_ENGINE not in engines:
         return out
-    gpus = cons.gpus or sorted(adv.gpus)
-    dtypes = offload_dtypes(adv, model, cons.weight_dtypes)
-    trials = [t for g in gpus for d in dtypes if (t := offload_trial(adv, model, req, ap, g, d)) is not None]
+    trials = offload_trials(adv, model, req, ap)
     if not trials:
         return out
     dep, tpot_s = min(trials, key=lambda t: t[1])
     gb = dep.cpu_offload_gb or 0.0
     return [*out, Relaxation(kind="cpu_offload", value=gb, deployment=dep, detail=(
-        f"memory is the only obstacle: offloading {gb:g} GB per GPU to host memory fits it on one {dep.gpu} "
+        f"memory is the only obstacle: offloading {gb:g} GB per GPU to host memory fits it on "
+        f"{'one' if dep.tp == 1 else f'{dep.tp} x'} {dep.gpu}{'' if dep.tp == 1 else f' (TP{dep.tp})'} "
         f"({dep.weight_dtype}, {dep.engine}) at about {tpot_s * MS_PER_S:.0f} ms TPOT (the weights cross the host "
         "link every step); allow it with constraints.levers including cpu_offload"))]

@@ -41,6 +41,7 @@ from service.recommendation.space import (
     check_list,
     units,
 )
+from service.schemas.predictions import Speculative
 from service.schemas.recommendations import DEFAULT_MAX_GPUS, RecommendationRequest, Sla
 from service.units import MS_PER_S, S_PER_HOUR, TOKENS_PER_MILLION
 
@@ -77,6 +78,13 @@ class Scored:
     solved: int                             # ... and whose serving steady state was solved (floors within SLA)
     feasible_total: int = -1                # candidates meeting every constraint (-1: count the mask)
     pruned: int = 0                         # (``ends``) items whose layout cannot hold the weights
+    # per candidate: its speculative decoding, an index into ``spec_options`` (-1 or None: none)
+    spec: NDArray[np.int64] | None = None
+    spec_options: tuple[Speculative, ...] = ()
+
+    def speculative(self, i: int) -> Speculative | None:
+        """Candidate ``i``'s speculative decoding (None: none)."""
+        return None if self.spec is None or self.spec[i] < 0 else self.spec_options[int(self.spec[i])]
 
 
 def solve_into(un: Units, solved: Solves, at: NDArray[np.int64], load: float, q: float | None) -> None:
@@ -180,7 +188,6 @@ def space(adv: Advisor, cache: LayoutCache, req: RecommendationRequest, ap: Appl
         wds = [w for w in wds if w in offered]
     kvs = [k for k in kvs if QUALITY_RANK[adv.kv_dtypes[k].quality] <= max_q]
     max_gpus = int(cons.max_gpus or DEFAULT_MAX_GPUS)
-    load = load_of(wl)
     key = (model.id, m_idx, tuple(engines), tuple(versions.values()), tuple(gpus), tuple(wds), tuple(kvs),
            max_gpus, bool(cons.multi_node), wl.input_tokens, wl.output_tokens, wl.context_tokens, wl.mode)
     if key not in memo:
@@ -189,6 +196,14 @@ def space(adv: Advisor, cache: LayoutCache, req: RecommendationRequest, ap: Appl
     un = memo[key]
     if un is None:
         return None
+    return space_of(un, req, ap)
+
+
+def space_of(un: Units, req: RecommendationRequest, ap: Applied) -> Space:
+    """Units ``un`` at the request's load and SLA (their solves kept in ``un.solves``)."""
+    wl = req.workload
+    max_gpus = int(ap.constraints.max_gpus or DEFAULT_MAX_GPUS)
+    load = load_of(wl)
     lay, m = un.table.lay, len(un.li)
     per_layout_gpus = lay[:, 3] * lay[:, 4] * lay[:, 5]
     rep_ok = REPLICAS[None, :] * per_layout_gpus[:, None] <= max_gpus
@@ -368,9 +383,20 @@ def search(adv: Advisor, cache: LayoutCache, req: RecommendationRequest, ap: App
     """Every candidate's verdict (``feasible_total``), and scored what the answer ranks: each unit at its fewest
     replicas that meet the SLA (cheapest; probed by the bisection, so their solves are reused), and at its
     most within the budget and max_gpus (fastest, highest throughput)."""
+    return search_with_space(adv, cache, req, ap, memo)[0]
+
+
+def search_with_space(adv: Advisor, cache: LayoutCache, req: RecommendationRequest, ap: Applied,
+                      memo: SearchMemo | None = None) -> tuple[Scored, Space | None]:
+    """``search``, and the space it searched (None: no layout is allowed)."""
     sp = space(adv, cache, req, ap, {} if memo is None else memo)
     if sp is None:
-        return empty(Layouts())
+        return empty(Layouts()), None
+    return search_space(sp, ap), sp
+
+
+def search_space(sp: Space, ap: Applied) -> Scored:
+    """``search`` of the units of ``sp``."""
     li_s, options = sp.un.li, sp.options
     first = first_ok(sp, ap.sla)
     unit_price = sp.un.table.price[li_s] * sp.per_layout_gpus[li_s]

@@ -84,11 +84,36 @@ def test_verify_step_by_hand(advisor: Advisor) -> None:
     b, k, q = np.asarray([8.0]), 3.0, 4.0
     tau = 1.875                                     # (1 - 0.5^4) / (1 - 0.5)
     assert float(expected_tokens_per_step_tok(0.5, 3)) == pytest.approx(tau)
-    verify = plain.pp * (smooth_max(plain.dense_s + b * plain.seq_s, q * b * plain.flop_s_seq)
+    # per sequence: the target's KV of the mean context, and the draft head's one layer of it read by each of
+    # the k draft passes (an EAGLE-3 head's KV per token is one layer of the target's)
+    draft_kv_seq_s = k * float(s0.kv_tok_layer_bytes[0]) * (1024 + 256 / 2) / plain.bw_bytes_s
+    assert float(s1.draft_kv_tok_bytes[0]) == float(s0.kv_tok_layer_bytes[0])
+    verify = plain.pp * (smooth_max(plain.dense_s + b * (plain.seq_s + draft_kv_seq_s), q * b * plain.flop_s_seq)
                          + plain.comm_fixed_s + q * b * plain.comm_seq_s) + plain.step_fixed_s
     draft = k * float(s1.draft_pass_bytes[0]) / plain.bw_bytes_s
     assert float(s1.draft_pass_bytes[0]) > 0
     assert lever.decode_step(b)[0] == pytest.approx((verify + draft) / tau, rel=1e-12)
+
+
+def test_draft_memory_is_in_the_prediction(client: TestClient) -> None:
+    # Llama-3.1-8B config.json: 32 layers, 8 KV heads of 128 dims; BF16 KV: 2 x 8 x 128 x 2 = 4096 bytes per
+    # token and layer, 131072 over 32 layers. An EAGLE-3 head adds one layer's KV (4096), and each sequence
+    # holds k = 3 slots more: (1024 + 256 + 3) x 135168 bytes over the 1280-token context
+    dep = {"gpu": "h100-sxm", "engine": "vllm", "weight_dtype": "bf16", "kv_dtype": "auto"}
+    wl = {"input_tokens": 1024, "output_tokens": 256, "concurrency": 1}
+    body = {"model": MODEL, "deployment": dep, "workload": wl, "simulation": {"enabled": False}}
+    plain = client.post("/v1/predictions", json=body).json()
+    body["deployment"] = {**dep, "speculative": {"method": "eagle3", "num_speculative_tokens": 3}}
+    spec = client.post("/v1/predictions", json=body).json()
+    assert plain["memory_per_gpu_gb"]["kv_bytes_per_token"] == 131072.0
+    assert spec["memory_per_gpu_gb"]["kv_bytes_per_token"] == pytest.approx(1283 * 135168 / 1280, abs=0.1)
+    # the head's weights: one decoder layer (4096 x (2 x 4096 + 2 x 1024) attention + 3 x 4096 x 14336 MLP) and
+    # the 128256 x 4096 LM head, in BF16: 1.487 GB
+    head_gb = (4096 * (2 * 4096 + 2 * 1024) + 3 * 4096 * 14336 + 128256 * 4096) * 2 / 1e9
+    assert spec["memory_per_gpu_gb"]["weights"] - plain["memory_per_gpu_gb"]["weights"] == pytest.approx(
+        head_gb, abs=0.01)
+    assert spec["memory_per_gpu_gb"]["kv_cache"] < plain["memory_per_gpu_gb"]["kv_cache"]
+    assert any("k slots for the draft tokens" in n for n in spec["notes"])
 
 
 def test_hit_rate_zero_changes_nothing(client: TestClient) -> None:

@@ -35,6 +35,26 @@ def test_offload_is_proposed_for_a_70b_in_bf16_on_one_80gb_gpu(client: TestClien
     assert f"about {tpot:.0f} ms TPOT" in relax["detail"]
 
 
+def test_offload_splits_over_the_largest_tp_allowed(client: TestClient) -> None:
+    # Llama-3.1-405B in BF16: about 405 B parameters x 2 bytes / 8 = 101 GB per GPU at TP8 against 80 GB, so
+    # some 20-40 GB per GPU go to host memory; on one GPU it would be over 700 GB, each step far slower
+    body = copy.deepcopy(BIG)
+    body["model"] = "meta-llama/Llama-3.1-405B-Instruct"
+    body["constraints"]["max_gpus"] = 8
+    answer = client.post("/v1/recommendations", json=body).json()
+    relax = next(r for r in answer["explanation"]["relaxations"] if r["kind"] == "cpu_offload")
+    assert relax["deployment"]["tp"] == 8 and relax["deployment"]["gpu_count"] == 8
+    assert 20 <= relax["value"] <= 40
+    assert "fits it on 8 x h100-sxm (TP8)" in relax["detail"]
+    pred = client.post("/v1/predictions", json={"model": body["model"], "deployment": relax["deployment"],
+                                                "workload": body["workload"], "simulation": {"enabled": False}}).json()
+    assert pred["fits"] is True
+    assert pred["predicted"]["tpot_ms"] > relax["value"] / PCIE5_GB_S * 1e3
+    # offloaded enough for the KV pool to hold one sequence of the 1280-token context
+    mem = pred["memory_per_gpu_gb"]
+    assert mem["kv_cache"] * 1e9 >= mem["kv_bytes_per_token"] * 1280
+
+
 def test_offload_is_used_when_allowed(client: TestClient) -> None:
     body = copy.deepcopy(BIG)
     body["constraints"]["levers"] = ["cpu_offload"]
