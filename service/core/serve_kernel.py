@@ -219,11 +219,18 @@ def serve_into(mode: int, moe_all: B_, inputs: F, first_in: int, out: F, over: B
                                      flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
         tpot = step + cap * io[i] * c_prefill[i]
         if mode == MODE_OFFLINE:
+            # every step is full: its decodes plus the prompts of the sequences that replace those finishing
+            # (I/O prompt tokens per decode) fill at most the token budget, so the decoding batch is at most
+            # budget x O / (I + O) however many sequences memory would hold (prefill-bound steady state)
+            b_off = min(cap, max(max_batched_tok[i] / (1.0 + io[i]), 1.0))
+            step, share = decode_step_f(b_off, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
+                                         flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
+            tpot = step + b_off * io[i] * c_prefill[i]
             # no prefill queue (every prompt is admitted as a sequence finishes); the wave of the cap's prompts
-            ttft = _ttft_f(cap, step, 0.0, max_batched_tok[i], min_chunk[i], isl[i], c_prefill[i], alone[i],
-                           fixed_alone[i], 0.0, wave[i] * (cap - 1.0) * isl[i] * c_prefill[i], 1.0)
-            out_b[i], out_ttft[i], out_tpot[i] = cap, ttft, tpot
-            out_x[i], out_share[i] = cap / (osl[i] * tpot), share
+            ttft = _ttft_f(b_off, step, 0.0, max_batched_tok[i], min_chunk[i], isl[i], c_prefill[i], alone[i],
+                           fixed_alone[i], 0.0, wave[i] * (b_off - 1.0) * isl[i] * c_prefill[i], 1.0)
+            out_b[i], out_ttft[i], out_tpot[i] = b_off, ttft, tpot
+            out_x[i], out_share[i] = b_off / (osl[i] * tpot), share
             continue
         if closed:
             C = max(per_replica[i], 1.0)
