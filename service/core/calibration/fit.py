@@ -150,14 +150,32 @@ def _fit_level(tables: Tables, ms: MeasurementSet, seg_of_row: NDArray[np.int64]
         cols_i += [n_reg + n_gen + src_idx, n_reg + n_gen + np.arange(n_h)]
     rr, cc = np.concatenate(rows_i), np.concatenate(cols_i)
     sparsity = coo_matrix((np.ones(len(rr), dtype=np.int8), (rr, cc)), shape=(n_rows * 3 + n_reg + n_h, n_x))
-    h_lo, h_hi = (math.log(b) for b in HARNESS_BOUNDS_S)
-    x0 = np.concatenate([np.clip(prior[:, free], lo[free], hi[free]).ravel(), np.zeros(n_gen), np.full(n_h, h_prior)])
+    h_lo = math.log(HARNESS_BOUNDS_S[0])
+    h_hi = np.log(harness_ceilings(tables, ms, srcs)) if n_h else np.zeros(0)
+    x0 = np.concatenate([np.clip(prior[:, free], lo[free], hi[free]).ravel(), np.zeros(n_gen),
+                         np.minimum(h_prior, h_hi - 1e-6)])
     lb = np.concatenate([np.tile(lo[free], n_seg), np.full(n_gen, math.log(0.05)), np.full(n_h, h_lo)])
-    ub = np.concatenate([np.tile(hi[free], n_seg), np.full(n_gen, math.log(2.0)), np.full(n_h, h_hi)])
+    ub = np.concatenate([np.tile(hi[free], n_seg), np.full(n_gen, math.log(2.0)), h_hi])
     sol = least_squares(fun, x0, bounds=(lb, ub), jac_sparsity=sparsity.tocsr(), loss="soft_l1",
                         f_scale=LOSS_SCALE_LOG, max_nfev=MAX_NFEV_PER_LEVEL, x_scale=1.0, method="trf")
     theta, gen, h = unpack(sol.x)
     return theta, np.concatenate([gen, h]) if n_h else gen
+
+
+def harness_ceilings(tables: Tables, ms: MeasurementSet, sources: Sequence[str]) -> F:
+    """The most harness TTFT each source's measurements allow (s): a harness adds its time to every TTFT its
+    source measured, so it is at most the smallest of them less that prompt's datasheet prefill floor (its
+    FLOPs at peak FLOPS); at least twice the lower bound, and at most ``HARNESS_BOUNDS_S``'s upper one."""
+    from service.core.calibration.heldout import datasheet_floor  # (heldout imports this module)
+
+    has = np.isfinite(ms.y[:, 1])
+    room = np.full(len(ms), np.inf)
+    if has.any():
+        idx = np.flatnonzero(has)
+        room[idx] = ms.y[idx, 1] - datasheet_floor(tables, ms.take(idx))[:, 0]
+    src = np.asarray(ms.sources)
+    out = np.asarray([float(np.min(room[src == s], initial=np.inf)) for s in sources])
+    return np.clip(out, 2.0 * HARNESS_BOUNDS_S[0], HARNESS_BOUNDS_S[1])
 
 
 def _latency_support(ms: MeasurementSet, rows: NDArray[np.int64]) -> dict[str, int]:
