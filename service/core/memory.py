@@ -87,6 +87,7 @@ class Static:
     dp: F | None = None
     a2a_bytes_tok: F | None = None
     a2a_count: F | None = None   # all-to-alls per forward pass of the replica (dispatch + combine per MoE layer)
+    moe_layers: F | float = 0.0  # layers with routed experts (0 for a dense model)
 
     def has_levers(self) -> bool:
         """Whether any lever is set (without one the step model is exactly the plain one)."""
@@ -234,4 +235,5 @@ def static_terms(t: Tables, c: Candidates) -> Static:
         heads_dims=heads_dims, dec_fixed_flops_tok=dec_fixed, max_num_seqs=c.max_num_seqs,
         context_tok=np.maximum(c.context_tok, 1.0), first_wave_share=first_wave,
         dp=dp, a2a_bytes_tok=a2a_bytes_per_token(t, c, dp), a2a_count=np.where(c.ep > 1.0, 2.0 * t.moe_layers[m], 0.0),
+        moe_layers=t.moe_layers[m],
     )

@@ -51,6 +51,33 @@ def _ttft_f(b: float, step_s: float, arrivals: float, max_batched_tok: float, mi
 
 
 @njit(cache=True, error_model="numpy")
+def _offline_job(i: int, n_job: float, isl: float, dec_steps: float, max_batched_tok: float, c_prefill: float,
+                 ttft_fixed_s: float, pp: float, dense_s: float, expert_s: float, log_miss: float, moe: bool,
+                 seq_s: float, flop_s_seq: float, comm_fixed_s: float, comm_seq_s: float, step_fixed_s: float,
+                 out_b: F, out_ttft: F, out_tpot: F, out_x: F, out_share: F) -> None:
+    """An offline job of ``n_job`` requests sent at once that the replica admits together (at most its cap):
+    its prompts are prefilled in full steps of the token budget, each step also decoding the requests whose
+    prompts are done (half the job on average); request k of the job gets its first token after k / n_job of
+    those steps and decodes in full steps until the last prompt is done, then in decode steps of the whole
+    job. Writes candidate ``i``'s batch, mean TTFT, mean TPOT, requests/s and compute share."""
+    prefill_tok = n_job * isl
+    n_pf = max(prefill_tok / max_batched_tok, 1.0)          # full steps that prefill the job's prompts
+    st_half, _ = decode_step_f(max(0.5 * n_job, 1.0), pp, dense_s, expert_s, log_miss, moe, seq_s, flop_s_seq,
+                               comm_fixed_s, comm_seq_s, step_fixed_s)
+    t_full = st_half + prefill_tok / n_pf * c_prefill
+    st_all, share = decode_step_f(n_job, pp, dense_s, expert_s, log_miss, moe, seq_s, flop_s_seq, comm_fixed_s,
+                                  comm_seq_s, step_fixed_s)
+    # decode tokens a request emits in full steps: min(k, O - 1) averaged over k uniform on [0, n_pf]
+    d = dec_steps
+    in_full = 0.5 * n_pf if n_pf <= d else d - d * d / (2.0 * n_pf)
+    out_b[i] = n_job
+    out_ttft[i] = ttft_fixed_s + 0.5 * (n_pf + 1.0) * t_full
+    out_tpot[i] = (in_full * t_full + (d - in_full) * st_all) / d
+    out_x[i] = n_job / (n_pf * t_full + d * st_all)
+    out_share[i] = share
+
+
+@njit(cache=True, error_model="numpy")
 def _falsi_point_f(hi: float, lo: float, f_hi: float, f_lo: float) -> tuple[float, bool, float]:
     """Regula falsi on the bracket [lo, hi]: where its secant crosses zero, whether there is a secant (the
     excess rises across the bracket), and the bracket's width."""
@@ -163,7 +190,9 @@ def serve_into(mode: int, moe_all: B_, inputs: F, first_in: int, out: F, over: B
     ``out`` (a row per ``KERNEL_OUTPUTS``) and entries of ``over`` from ``first_out``, are the decoding batch,
     TTFT, TPOT, requests/s per replica, compute share of the step and whether the candidate is overloaded.
 
-    Continuous batching with chunked prefill. Saturated (offline): the KV cache or max_num_seqs is full.
+    Continuous batching with chunked prefill. Offline: a job of as many requests as the replica holds at once
+    (its load, when stated) is served as that job (``_offline_job``); a larger or unstated one as the saturated
+    steady state, the KV cache or max_num_seqs full within the token budget.
     Closed loop of C clients per replica: Little's law, C = X(b) (TTFT(b) + (O-1) TPOT(b)) with X(b) the
     completion rate of a decoding batch b, rises with b, so its root is found by regula falsi; when even the
     cap leaves the law short, the batch is the cap and the rest of the clients wait for admission (TTFT
@@ -218,12 +247,24 @@ def serve_into(mode: int, moe_all: B_, inputs: F, first_in: int, out: F, over: B
         step, share = decode_step_f(cap, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
                                      flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
         tpot = step + cap * io[i] * c_prefill[i]
+        if mode == MODE_OFFLINE and 0.0 < per_replica[i] <= cap:
+            _offline_job(i, per_replica[i], isl[i], dec_steps[i], max_batched_tok[i], c_prefill[i], ttft_fixed_s[i],
+                         pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i], flop_s_seq[i], comm_fixed_s[i],
+                         comm_seq_s[i], step_fixed_s[i], out_b, out_ttft, out_tpot, out_x, out_share)
+            continue
         if mode == MODE_OFFLINE:
+            # every step is full: its decodes plus the prompts of the sequences that replace those finishing
+            # (I/O prompt tokens per decode) fill at most the token budget, so the decoding batch is at most
+            # budget x O / (I + O) however many sequences memory would hold (prefill-bound steady state)
+            b_off = min(cap, max(max_batched_tok[i] / (1.0 + io[i]), 1.0))
+            step, share = decode_step_f(b_off, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
+                                         flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
+            tpot = step + b_off * io[i] * c_prefill[i]
             # no prefill queue (every prompt is admitted as a sequence finishes); the wave of the cap's prompts
-            ttft = _ttft_f(cap, step, 0.0, max_batched_tok[i], min_chunk[i], isl[i], c_prefill[i], alone[i],
-                           fixed_alone[i], 0.0, wave[i] * (cap - 1.0) * isl[i] * c_prefill[i], 1.0)
-            out_b[i], out_ttft[i], out_tpot[i] = cap, ttft, tpot
-            out_x[i], out_share[i] = cap / (osl[i] * tpot), share
+            ttft = _ttft_f(b_off, step, 0.0, max_batched_tok[i], min_chunk[i], isl[i], c_prefill[i], alone[i],
+                           fixed_alone[i], 0.0, wave[i] * (b_off - 1.0) * isl[i] * c_prefill[i], 1.0)
+            out_b[i], out_ttft[i], out_tpot[i] = b_off, ttft, tpot
+            out_x[i], out_share[i] = b_off / (osl[i] * tpot), share
             continue
         if closed:
             C = max(per_replica[i], 1.0)

@@ -66,7 +66,7 @@ class StepModel:
     comm_seq_s: F
     step_fixed_s: F              # pipeline hand-offs + per-step overhead
     step_overhead_s: F
-    ttft_fixed_s: F
+    ttft_fixed_s: F              # per request: the front end, and each MoE layer's dispatch in its prefill
     # levers (service/core/levers.py): per-context decode terms scaled to a verify step per emitted token, and
     # the prefix-cache hit rate that prompt costs leave out; the defaults change nothing
     seq_scale: F | float = 1.0
@@ -169,6 +169,7 @@ def step_model(s: Static, p: Params) -> StepModel:
         seq_s=s.seq_mean / bw, flop_s_seq=s.dec_flops_tok / (s.n_gpu * gemm_rate),
         comm_fixed_s=(s.ar_count / pp) * p.allreduce_latency_s + a2a_fixed,
         comm_seq_s=(s.ar_count / pp) * s.ar_ring_factor * s.ar_bytes_tok / link + a2a_tok,
-        step_fixed_s=pp_handoff + p.step_overhead_s, step_overhead_s=p.step_overhead_s, ttft_fixed_s=p.ttft_fixed_s)
+        step_fixed_s=pp_handoff + p.step_overhead_s, step_overhead_s=p.step_overhead_s,
+        ttft_fixed_s=p.ttft_fixed_s + s.moe_layers * p.moe_layer_prefill_s)
     sm.prefill_alone_s = sm.prefill_only_s(prefill_compute, isl)
     return with_levers(sm) if s.has_levers() else sm

@@ -61,7 +61,7 @@ def floors(params: Params, sm: StepModel) -> tuple[F, F]:
     chunks carried by decode steps, which read the weights for the decodes anyway: the smaller), at any
     percentile; TPOT, one decode step of one sequence (steps only grow with the batch)."""
     carried_s = sm.s.isl * sm.c_prefill_s
-    return (params.ttft_fixed_s + np.minimum(sm.prefill_alone_s, carried_s),
+    return (sm.ttft_fixed_s + np.minimum(sm.prefill_alone_s, carried_s),
             sm.decode_step(np.ones(len(sm.s.isl)))[0])
 
 

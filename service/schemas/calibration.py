@@ -16,6 +16,8 @@ PARAMETER_DESCRIPTIONS = {
     "comm_eff": "share of the GPU-to-GPU link bandwidth an all-reduce reaches (0..1)",
     "allreduce_latency_s": "fixed cost of one all-reduce, seconds",
     "wave": "share of the arrival wave's prefill queue seen in mean TTFT (dimensionless)",
+    "moe_layer_prefill_s": "per layer with routed experts, in each prompt's prefill (routing, expert dispatch), "
+                           "seconds",
 }
 
 

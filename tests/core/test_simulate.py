@@ -300,13 +300,30 @@ def test_vllm_preempts_when_the_kv_cache_runs_out_and_trtllm_never_does() -> Non
 
 
 def test_offline_runs_the_whole_job_and_counts_latency_from_admission() -> None:
-    _, res, rep = setup(mode="offline", isl=1024, osl=256)
+    st_, res, rep = setup(mode="offline", isl=1024, osl=256, load=1500)
+    assert st_.cap_mean[0] < 1500      # more than the replica holds: the analytic offline steady state
     r = run(rep, MODE_OFFLINE, 0.0, 1024, 256, n=1500)
     assert r.warmup == 0 and r.requests == 1500
     # the last requests wait for most of the job (72 s); latency from admission is one request's worth (13 s)
     assert r.e2e_s.p99 < 0.25 * r.queue_s.p99
     # throughput of the saturated replica: measured 0.65% from the analytic offline steady state
     assert r.output_tok_s == pytest.approx(float(res.output_tok_s[0]), rel=0.05)
+
+
+
+@pytest.mark.parametrize(("isl", "osl", "n"), [(1024, 256, 200), (467, 16, 250), (2048, 128, 100), (128, 2048, 100),
+                                              (1024, 256, 8)])
+def test_an_offline_job_the_replica_admits_at_once_is_the_analytic_job(isl: int, osl: int, n: int) -> None:
+    # a job of n requests sent together, all held at once: its prompts are prefilled in full token-budget steps,
+    # then the whole job decodes; the analytic job model (serve_kernel._offline_job) gives the mean TTFT from
+    # the job's start (the simulation's wait for a prefill slot plus its TTFT from admission), TPOT and
+    # throughput of the simulated job
+    st_, res, rep = setup(mode="offline", isl=isl, osl=osl, load=n)
+    assert n <= st_.cap_mean[0]
+    r = run(rep, MODE_OFFLINE, 0.0, isl, osl, n=n)
+    assert float(res.ttft_s[0]) == pytest.approx(r.queue_s.mean + r.ttft_s.mean, rel=0.10)
+    assert float(res.tpot_s[0]) == pytest.approx(r.tpot_s.mean, rel=0.10)
+    assert float(res.output_tok_s[0]) == pytest.approx(r.output_tok_s, rel=0.05)
 
 
 # --- inputs ----------------------------------------------------------------------------------------

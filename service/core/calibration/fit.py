@@ -89,6 +89,7 @@ class LevelFit:
     harness_s: F | None = None                 # (n_rows,) fixed harness TTFT added to the prediction
     fit_generation: bool = False
     fit_harness: bool = False                  # fit one harness TTFT per source (then harness_s is ignored)
+    ceiling: F | None = None                   # (n_seg, n_p) upper log-bounds of the segments' parameters
 
 
 def _fit_level(tables: Tables, ms: MeasurementSet, seg_of_row: NDArray[np.int64], prior: F,
@@ -150,14 +151,53 @@ def _fit_level(tables: Tables, ms: MeasurementSet, seg_of_row: NDArray[np.int64]
         cols_i += [n_reg + n_gen + src_idx, n_reg + n_gen + np.arange(n_h)]
     rr, cc = np.concatenate(rows_i), np.concatenate(cols_i)
     sparsity = coo_matrix((np.ones(len(rr), dtype=np.int8), (rr, cc)), shape=(n_rows * 3 + n_reg + n_h, n_x))
-    h_lo, h_hi = (math.log(b) for b in HARNESS_BOUNDS_S)
-    x0 = np.concatenate([np.clip(prior[:, free], lo[free], hi[free]).ravel(), np.zeros(n_gen), np.full(n_h, h_prior)])
+    h_lo = math.log(HARNESS_BOUNDS_S[0])
+    h_hi = np.log(harness_ceilings(tables, ms, srcs)) if n_h else np.zeros(0)
+    seg_hi = np.tile(hi[free], n_seg) if how.ceiling is None else np.minimum(how.ceiling[:, free], hi[free]).ravel()
+    x0 = np.concatenate([np.minimum(np.clip(prior[:, free], lo[free], hi[free]).ravel(), seg_hi - 1e-6),
+                         np.zeros(n_gen), np.minimum(h_prior, h_hi - 1e-6)])
     lb = np.concatenate([np.tile(lo[free], n_seg), np.full(n_gen, math.log(0.05)), np.full(n_h, h_lo)])
-    ub = np.concatenate([np.tile(hi[free], n_seg), np.full(n_gen, math.log(2.0)), np.full(n_h, h_hi)])
+    ub = np.concatenate([seg_hi, np.full(n_gen, math.log(2.0)), h_hi])
     sol = least_squares(fun, x0, bounds=(lb, ub), jac_sparsity=sparsity.tocsr(), loss="soft_l1",
                         f_scale=LOSS_SCALE_LOG, max_nfev=MAX_NFEV_PER_LEVEL, x_scale=1.0, method="trf")
     theta, gen, h = unpack(sol.x)
     return theta, np.concatenate([gen, h]) if n_h else gen
+
+
+def front_end_ceilings(room_s: F, rows_of: Sequence[NDArray[np.int64]], lo: F, hi: F) -> F:
+    """(n_seg, n_p) upper log-bounds of segments' parameters: a segment's per-request front end
+    (``ttft_fixed_s``) is in every TTFT its rows measured, so it is at most the smallest of them less that
+    prompt's datasheet prefill floor (``room_s``, per row; inf without a TTFT); the others keep ``hi``. Kept at
+    least twice the lower bound."""
+    k = PARAM_NAMES.index("ttft_fixed_s")
+    out = np.tile(hi, (len(rows_of), 1))
+    for j, rows in enumerate(rows_of):
+        room = float(np.min(room_s[rows], initial=np.inf))
+        if np.isfinite(room):
+            out[j, k] = min(hi[k], max(math.log(max(room, 1e-12)), lo[k] + math.log(2.0)))
+    return out
+
+
+def ttft_room_s(tables: Tables, ms: MeasurementSet) -> F:
+    """Each row's measured TTFT less its prompt's datasheet prefill floor (s; inf where no TTFT)."""
+    from service.core.calibration.heldout import datasheet_floor  # (heldout imports this module)
+
+    has = np.isfinite(ms.y[:, 1])
+    room = np.full(len(ms), np.inf)
+    if has.any():
+        idx = np.flatnonzero(has)
+        room[idx] = ms.y[idx, 1] - datasheet_floor(tables, ms.take(idx))[:, 0]
+    return room
+
+
+def harness_ceilings(tables: Tables, ms: MeasurementSet, sources: Sequence[str]) -> F:
+    """The most harness TTFT each source's measurements allow (s): a harness adds its time to every TTFT its
+    source measured, so it is at most the smallest of them less that prompt's datasheet prefill floor (its
+    FLOPs at peak FLOPS); at least twice the lower bound, and at most ``HARNESS_BOUNDS_S``'s upper one."""
+    room = ttft_room_s(tables, ms)
+    src = np.asarray(ms.sources)
+    out = np.asarray([float(np.min(room[src == s], initial=np.inf)) for s in sources])
+    return np.clip(out, 2.0 * HARNESS_BOUNDS_S[0], HARNESS_BOUNDS_S[1])
 
 
 def _latency_support(ms: MeasurementSet, rows: NDArray[np.int64]) -> dict[str, int]:
@@ -188,6 +228,7 @@ def fit(tables: Tables, ms: MeasurementSet, constants: CostConstants) -> Calibra
     generation = np.zeros(len(engines))
     hw = np.asarray([n in HARDWARE_PARAMS for n in PARAM_NAMES])
     harness = np.zeros(len(ms))
+    room = ttft_room_s(tables, ms)
     shared = ~split_layout(ms)
     # an engine measured only in those layouts fits its global and engine levels on them (it has no others)
     eng = np.asarray([k[0] for k in ms.keys])
@@ -219,6 +260,7 @@ def fit(tables: Tables, ms: MeasurementSet, constants: CostConstants) -> Calibra
         seg_of_row = np.asarray([pos[seg_of[i]] for i in sel], dtype=np.int64)
         base = None if free is None else cal.log_matrix(sub.keys, sub.classes)
         how = LevelFit(free=free, base=base, harness_s=harness[sel], fit_generation=level == "global",
+                       ceiling=front_end_ceilings(room, [rows_of[sk] for sk in seg_keys], lo, hi),
                        fit_harness=level == "global")
         theta, extra = _fit_level(tables, sub, seg_of_row, prior, generation, lo, hi, level == "global", how)
         if level == "global":

@@ -127,6 +127,8 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
         if math.isnan(dp):
             dp = max(round(n_gpu / (tp * pp)), 1) if not math.isnan(n_gpu) else 1.0
         load = _f(r.get("concurrency")) if mode in ("concurrency", "static_batch") else _f(r.get("request_rate"))
+        if mode == "offline":
+            load = offline_requests(r)
         if mode in ("concurrency", "static_batch", "request_rate") and math.isnan(load):
             skip("load (concurrency or rate) not published")
             continue
@@ -221,11 +223,26 @@ _LAYOUT_FIELDS = ("engine", "gpu", "gpu_count", "weight_dtype", "kv_dtype", "tp"
                   "dp", "ep", "mode", "input_tokens", "output_tokens", "concurrency", "request_rate", "max_batch")
 _NAMING_FIELDS = {"id", "family", "name", "aliases", "source", "notes"}   # ModelSpec fields that are not shapes
 _ATTENTION_DP = re.compile(r"attention_dp=(\d+)")
+# An offline job's request count in the import's notes ("[norm: ...]"), in the phrasings its sources use.
+_NORM_NOTE = re.compile(r"\[norm:([^\]]*)\]")
+_JOB_REQUESTS = re.compile(r"all (\d+) requests issued at once|all-at-once \((\d+) prompts|(\d+) prompts all at once"
+                           r"|(\d+) requests issued at once|offline \((\d+) (?:prompts|requests)\)")
 # NVIDIA's ModelOpt checkpoints (nvidia/<model>-FP8, -FP4, -NVFP4) state kv_cache_quant_algo FP8 in their
 # hf_quant_config.json, and both engines then store the KV cache in FP8 when the run leaves kv_cache_dtype
 # at auto (vLLM: ModelOptFp8Config / ModelOptNvFp4Config kv_cache_quant_algo; TensorRT-LLM: QuantConfig
 # kv_cache_quant_algo read from hf_quant_config.json).
 _MODELOPT_CHECKPOINT = re.compile(r"^nvidia/.+-(fp8|fp4|nvfp4)$", re.IGNORECASE)
+
+
+def offline_requests(r: Mapping[str, Any]) -> float:
+    """The requests an offline row's job sent at once, as its source states them (the ``[norm: ...]`` note of
+    the import: "all 500 requests issued at once", "all-at-once (1000 prompts, ...)", "offline (N prompts)");
+    NaN when it does not say (the job is then taken as a steady state)."""
+    for norm in _NORM_NOTE.findall(str(r.get("notes") or "")):
+        m = _JOB_REQUESTS.search(norm)
+        if m:
+            return float(next(g for g in m.groups() if g))
+    return math.nan
 
 
 def run_kv_dtype(r: Mapping[str, Any]) -> str:

@@ -22,6 +22,8 @@ CLASS_LEVEL = "engine/class"
 HARDWARE_PARAMS = ("eff_flops", "eff_bw", "comm_eff")
 SOFTWARE_PARAMS = tuple(n for n in PARAM_NAMES if n not in HARDWARE_PARAMS)
 MODEL_CLASSES = ("dense", "moe", "mla")
+# The value of a software overhead a stored calibration predates (seconds: none, kept positive for its log).
+ABSENT_OVERHEAD_S = 1e-12
 
 
 def calibration_engine(engine: str, vendor: str) -> str:
@@ -75,7 +77,9 @@ class Calibration:
         return self._residuals
 
     def vector(self, key: str) -> F:
-        return np.log([self.segments[key]["params"][n] for n in PARAM_NAMES])
+        params = self.segments[key]["params"]
+        # a calibration stored before a parameter existed lacks it: an additive overhead it did not have
+        return np.log([params.get(n, ABSENT_OVERHEAD_S) for n in PARAM_NAMES])
 
     def lookup(self, key: tuple[str, str, str, str]) -> tuple[str, dict[str, Any]]:
         """The most specific fitted GPU segment for (engine, arch, gpu, dtype)."""
