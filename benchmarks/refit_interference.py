@@ -110,7 +110,7 @@ def run_mode(mode: str, cycles: int, port: int, sqlite: bool) -> tuple[list[floa
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--modes", nargs="+", default=["sync", "background"], choices=["sync", "background"])
+    ap.add_argument("--modes", nargs="+", default=["sync", "background"], choices=["sync", "background", "inline"])
     ap.add_argument("--cycles", type=int, default=3)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--sqlite", action="store_true", help="a SQLite file instead of PostgreSQL")

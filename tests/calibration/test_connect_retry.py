@@ -1,9 +1,10 @@
-"""The background cross-validation process retries a failed database connection: at nice 19
+"""The background processes (cross-validation, refit after ingests) retry a failed database connection: at nice 19
 on a saturated machine a connection can time out, and the process must not die of it. Here the database's port
 first refuses connections (nothing listens on it), then relays to the real PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -68,4 +69,19 @@ def test_the_cross_validation_process_retries_the_connection(closed_port_databas
     url, proxy = closed_port_database
     proc = _start(["service.calibration.jobs", "--no-cross-validation"], url)
     _open_after_first_failure(proc, proxy)
+    assert proc.wait(timeout=PROCESS_TIMEOUT_S) == 0
+
+
+def test_the_refit_process_retries_the_connection(closed_port_database: tuple[str, Proxy]) -> None:
+    url, proxy = closed_port_database
+    proc = _start(["service.calibration.ingest_refit"], url)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write("refit\n")
+        proc.stdin.flush()
+        _open_after_first_failure(proc, proxy)
+        # it connected, read the catalog, and found no ingest waiting
+        assert json.loads(proc.stdout.readline()) == {"done": None}
+    finally:
+        proc.stdin.close()
     assert proc.wait(timeout=PROCESS_TIMEOUT_S) == 0
