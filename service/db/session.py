@@ -1,7 +1,9 @@
 """Engine, session factory and the transaction boundary.
 
 A request's transaction is owned by its session dependency (service/api/deps.py): committed when the route
-returns, rolled back when it raises. Work outside requests (start-up, calibration jobs) opens one with
+returns, rolled back when it raises. One route ends it early: an ingest with ``INGEST_REFIT=sync`` commits its rows
+through ``finish`` before it waits for the refit process, which must see them (service/api/benchmarks.py); the
+dependency then ends the read that follows. Work outside requests (start-up, calibration jobs) opens one with
 ``transaction``. Nothing else commits or rolls back; both end a transaction through ``finish``.
 """
 
