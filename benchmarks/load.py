@@ -36,7 +36,7 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +159,21 @@ def worker_rss_kib(parent: int) -> dict[int, int]:
     return out
 
 
+def refit_rss_kib(workers: Iterable[int]) -> dict[int, int]:
+    """Resident memory of the workers' refit processes (service/calibration/ingest_refit.py), KiB, from /proc."""
+    parents = set(workers)
+    out: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            status = (d / "status").read_text()
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            if int(fields["PPid"]) in parents and b"service.calibration.ingest_refit" in (d / "cmdline").read_bytes():
+                out[int(d.name)] = int(fields.get("VmRSS", "0 kB").split()[0])
+    return out
+
+
 class Tally:
     def __init__(self) -> None:
         self.lat: dict[str, list[float]] = defaultdict(list)      # answered requests, seconds
@@ -169,6 +184,7 @@ class Tally:
         self.landed: list[str] = []       # ingest tags that got 201 or 200 (duplicate)
         self.unlanded: list[str] = []
         self.ingest_tries = 0
+        self.refits: dict[str, int] = defaultdict(int)             # ingest answers by calibration.refit
         self.by_path: dict[str, list[float]] = defaultdict(list)    # catalog reads by path
 
 
@@ -244,6 +260,8 @@ async def run_load(url: str, clients: int, seconds: float, ingest_every_s: float
                         continue
                     if r.status_code in (200, 201):
                         t.lat["ingest"].append(time.perf_counter() - t0)
+                        outcome = r.json().get("calibration") or {}
+                        t.refits[outcome.get("refit", "?") if r.status_code == 201 else "duplicate"] += 1
                         t.landed.append(tag)
                         break
                     wait = _retry_after(r)
@@ -407,12 +425,14 @@ def main(argv: list[str] | None = None) -> int:
     with server(args.workers, args.port or _free_port(), args.root, args.cv, args.server_log,
                 args.malloc_arena_max) as (url, db_url, proc):
         rss: list[tuple[float, dict[int, int]]] = []
+        refit_rss: list[dict[int, int]] = []
         stop = False
 
         async def sample() -> None:
             t0 = time.monotonic()
             while not stop:
                 rss.append((time.monotonic() - t0, worker_rss_kib(proc.pid)))
+                refit_rss.append(refit_rss_kib(rss[-1][1]))
                 await asyncio.sleep(10)
 
         async def both() -> tuple[Tally, float, dict[str, Any]]:
@@ -430,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         version, spread_s, seen = check_calibration_spread(url)
     ok = report(t, elapsed, args)
     once = expected == stored == distinct and stray == 0 and not t.unlanded
+    print("ingest answers by refit: " + ", ".join(f"{k} {v}" for k, v in sorted(t.refits.items())))
     print(f"ingests landed {len(t.landed)} ({t.ingest_tries} posts), never landed {len(t.unlanded)}: rows expected "
           f"{expected}, stored {stored}, distinct {distinct}, stray {stray} ({'exactly once' if once else 'MISMATCH'})")
     if recal:
@@ -449,6 +470,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    at {at:5.0f} s: " + ", ".join(f"{p}: {v / 1024:.0f} MiB" for p, v in sorted(by_pid.items())))
         peak = {pid: max(s[1].get(pid, 0) for s in rss) for pid in last[1]}
         print(f"  peak resident memory by worker, MiB: {', '.join(f'{p}: {v / 1024:.0f}' for p, v in peak.items())}")
+        for pid in sorted({p for sample in refit_rss for p in sample}):
+            seen = [sample[pid] for sample in refit_rss if pid in sample]
+            print(f"  refit process {pid}: {len(seen)} samples, resident memory first {seen[0] / 1024:.0f} MiB, "
+                  f"last {seen[-1] / 1024:.0f} MiB, peak {max(seen) / 1024:.0f} MiB")
     server_errors = [e for e in t.errors if e.split(": ", 1)[-1][:1] == "5"]
     print(f"5xx other than 503 + Retry-After: {len(server_errors)}")
     return 0 if ok and once and not t.errors and not t.timeouts else 1

@@ -82,7 +82,8 @@ def postgres_server(port: int) -> Iterator[str]:
         yield url
 
 
-def run_mode(mode: str, cycles: int, port: int, sqlite: bool) -> tuple[list[float], list[float], list[float]]:
+def run_mode(mode: str, cycles: int, port: int, sqlite: bool,
+             verbose: bool = False) -> tuple[list[float], list[float], list[float]]:
     idle: list[float] = []
     busy: list[float] = []
     refit_s: list[float] = []
@@ -103,20 +104,25 @@ def run_mode(mode: str, cycles: int, port: int, sqlite: bool) -> tuple[list[floa
                 spans.append(timed_search(client, REQUIREMENTS[i % len(REQUIREMENTS)]))
                 i += 1
             poster.join()
-            busy += [e - s for s, e in spans if s >= window[0] and e <= window[1]]
+            inside = [e - s for s, e in spans if s >= window[0] and e <= window[1]]
+            busy += inside
             refit_s.append(window[1] - window[0])
+            if verbose and inside:
+                print(f"  refit {len(refit_s)}: {refit_s[-1]:.1f} s, {len(inside)} searches inside, p50 "
+                      f"{np.median(inside) * 1e3:.1f} ms, max {max(inside) * 1e3:.1f} ms", flush=True)
     return idle, busy, refit_s
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--modes", nargs="+", default=["sync", "background"], choices=["sync", "background"])
+    ap.add_argument("--modes", nargs="+", default=["sync", "background"], choices=["sync", "background", "inline"])
     ap.add_argument("--cycles", type=int, default=3)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--sqlite", action="store_true", help="a SQLite file instead of PostgreSQL")
+    ap.add_argument("--verbose", action="store_true", help="each refit's duration and searches")
     args = ap.parse_args(argv)
     for mode in args.modes:
-        idle, busy, refit_s = run_mode(mode, args.cycles, args.port or _free_port(), args.sqlite)
+        idle, busy, refit_s = run_mode(mode, args.cycles, args.port or _free_port(), args.sqlite, args.verbose)
         i, b = np.asarray(idle) * 1e3, np.asarray(busy) * 1e3
         print(f"INGEST_REFIT={mode}: {len(refit_s)} refits, {np.median(refit_s):.1f} s median "
               f"(ingest posted -> new version in use)")

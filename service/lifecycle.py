@@ -9,7 +9,7 @@ A restart finds them cached and only loads them.
 
 On SIGTERM uvicorn stops accepting connections and lets the requests in flight finish (bounded by its
 ``--timeout-graceful-shutdown``); this module turns ``/readyz`` to 503 ("shutting down") as soon as the signal
-arrives, so that a load balancer stops sending, and ends the background cross-validation process.
+arrives, so that a load balancer stops sending, and ends the background cross-validation and refit processes.
 """
 
 from __future__ import annotations
@@ -170,6 +170,8 @@ def lifespan(settings: Settings) -> Callable[[FastAPI], Any]:
             if state.refits is not None:
                 # an ingest's refit lost here is run by the next start, but finishing it now serves it sooner
                 await asyncio.to_thread(state.refits.wait_idle, REFIT_DRAIN_S)
+            if state.refit_process is not None:
+                state.refit_process.stop()
             if state.cross_validation is not None:
                 state.cross_validation.stop()
             state.engine.dispose()

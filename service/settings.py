@@ -26,12 +26,19 @@ class Settings(BaseSettings):
         description="leave-one-source-out error of a new calibration: computed in a separate low-priority "
         "process after start-up (background), before serving (sync), or not at all (off: in-sample errors only; "
         "`python -m service.calibration.jobs` computes it on demand)")
-    ingest_refit: Literal["background", "sync"] = Field(
+    ingest_refit: Literal["sync", "background", "inline"] = Field(
         default="sync",
-        description="the calibration refit after POST /v1/benchmarks: before the answer, in the request (sync: the "
-        "answer carries the version it produced, as the contract states), or in a thread of the worker after the "
-        "answer (background: the answer says refit pending with calibration_version null, GET /v1/calibration "
-        "shows the new version once stored)")
+        description="the calibration refit after POST /v1/benchmarks. sync: the rows are committed, the worker's "
+        "refit process (a child at the lowest CPU priority) refits, and the answer carries the version it produced, "
+        "as the contract states (after ingest_refit_wait_s without it, the answer says refit pending); "
+        "background: the same process refits after the answer (refit pending, calibration_version null; "
+        "GET /v1/calibration shows the new version once stored); inline: in the request's transaction, in the "
+        "worker (no second process; the refit's CPU work competes with the searches)")
+    ingest_refit_wait_s: float = Field(
+        default=20.0, gt=0,
+        description="longest an ingest waits for its refit with ingest_refit=sync, seconds; beyond it the answer says "
+        "refit pending (a saturated machine leaves the low-priority refit process little CPU); below a 30 s client "
+        "timeout")
     log_format: Literal["json", "text"] = Field(default="json", description="log lines as JSON objects or text")
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024,
                                 description="largest request body accepted, bytes (larger: 413)")

@@ -23,7 +23,7 @@ from gpu_catalog.loader import (
 from gpu_catalog.schema import CostConstants
 from service.calibration import shipped as shipped_calibration
 from service.calibration.fit import fit_and_store, measurement_set, run_cross_validation, state_from_row
-from service.calibration.ingest_refit import RefitThread
+from service.calibration.ingest_refit import RefitProcess, RefitThread
 from service.calibration.jobs import CrossValidationProcess
 from service.calibration.state import CalibrationState
 from service.core.calibration import data_fingerprint
@@ -32,6 +32,7 @@ from service.db import migrate
 from service.db.session import make_engine, make_sessionmaker, transaction
 from service.engines import vocabulary
 from service.repository import calibrations as cal_repo
+from service.repository import ingests as ingest_repo
 from service.repository.catalog import read_catalog, stored_hash, sync_catalog
 from service.repository.measurements import relink_models, sync_published
 from service.settings import Settings
@@ -125,9 +126,13 @@ def build_state(settings: Settings, done: Callable[[str], None] = lambda step: N
         state.cross_validation = CrossValidationProcess(settings.database_url)
         if needs_cv:
             state.cross_validation.ensure()
-    if settings.ingest_refit == "background":
+    if settings.ingest_refit != "inline":
+        state.refit_process = RefitProcess(settings.database_url)
         state.refits = RefitThread(state.refit_after_ingests)
-        state.refits.wake()                # ingests whose refit a stopped worker never ran
+        with transaction(sessions) as session:
+            waiting = bool(ingest_repo.awaiting_refit(session))
+        if waiting:
+            state.refits.wake()            # ingests whose refit a stopped worker never ran
     done("calibration")
     state.startup_s = time.perf_counter() - t0
     log.info("catalog and calibration in %.2f s: %d GPUs, %d models, calibration v%s", state.startup_s,

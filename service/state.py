@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
-from service.calibration.fit import Refit, run_cross_validation, state_from_row
-from service.calibration.ingest_refit import RefitThread, refit_waiting
+from service.calibration.fit import measurement_set, run_cross_validation, state_from_row
+from service.calibration.ingest_refit import RefitProcess, RefitProcessFailed, RefitThread, refit_waiting
 from service.calibration.jobs import CrossValidationProcess
 from service.calibration.state import CalibrationState
 from service.core.calibration import MeasurementSet
@@ -61,7 +61,8 @@ class AppState:
     startup_s: float = 0.0
     calibration_checked_at: float = field(default_factory=time.monotonic)
     cross_validation: CrossValidationProcess | None = None    # CALIBRATION_CV=background
-    refits: RefitThread | None = None                          # INGEST_REFIT=background
+    refits: RefitThread | None = None                          # INGEST_REFIT=sync or background
+    refit_process: RefitProcess | None = None                  # the refit's low-priority process (same)
     _swap: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def current(self) -> Serving:
@@ -79,22 +80,36 @@ class AppState:
         self.serving = Serving.build(self.catalog, self.constants, calibration)
 
     def refit_after_ingests(self) -> None:
-        """Refit on every ingest waiting for it (service/calibration/ingest_refit.py) and serve the result."""
-        done = refit_waiting(self.sessions, self.catalog, self.serving.advisor.tables, self.constants)
-        if done is not None:
-            self.put_to_use(done.refit, done.measurements)
-        else:                              # another worker's refit may have covered this worker's ingests
-            self.reload_calibration()
-
-    def put_to_use(self, refit: Refit, ms: MeasurementSet) -> None:
-        """After a refit is committed: its held-out error as ``calibration_cv`` says, then serve the newest version."""
-        row = refit.row
-        if row is not None and not (row.metrics or {}).get("held_out"):
-            if self.settings.calibration_cv == "sync":
-                run_cross_validation(self.sessions, row.version, self.serving.advisor.tables, ms, self.constants)
-            elif self.settings.calibration_cv == "background" and self.cross_validation is not None:
-                self.cross_validation.ensure()
+        """Refit on every ingest waiting for it (service/calibration/ingest_refit.py) and serve the result: in the
+        refit process, or in this worker when that process cannot run."""
+        if self.refit_process is not None:
+            try:
+                done = self.refit_process.refit()
+            except RefitProcessFailed:
+                log.exception("refit process failed; refitting in the worker")
+            else:
+                if done is not None and done.stored:
+                    self.held_out_for(done.version)
+                self.reload_calibration()          # another worker's refit may have covered this worker's ingests
+                return
+        pending = refit_waiting(self.sessions, self.catalog, self.serving.advisor.tables, self.constants)
+        if pending is not None and pending.refit.row is not None:
+            self.held_out_for(pending.version, pending.measurements)
         self.reload_calibration()
+
+    def held_out_for(self, version: int | None, ms: MeasurementSet | None = None) -> None:
+        """After a new version is committed: its held-out error as ``calibration_cv`` says (``ms``: its
+        measurements, read again when not given)."""
+        if version is None:
+            return
+        if self.settings.calibration_cv == "sync":
+            tables = self.serving.advisor.tables
+            if ms is None:
+                with transaction(self.sessions) as session:
+                    ms = measurement_set(session, self.catalog, tables, self.constants)
+            run_cross_validation(self.sessions, version, tables, ms, self.constants)
+        elif self.settings.calibration_cv == "background" and self.cross_validation is not None:
+            self.cross_validation.ensure()
 
     def reload_calibration(self) -> None:
         try:

@@ -19,8 +19,9 @@ from service.api.problems import (
     not_json_text,
     unsupported_media_type,
 )
+from service.db.session import finish
 from service.errors import InvalidRequest
-from service.ingest.store import IngestConflict, store
+from service.ingest.store import IngestConflict, answer_after_refit, store
 from service.ingest.validate import prepare, rows_from_csv
 from service.schemas.benchmarks import (
     ROWS_EXAMPLE,
@@ -117,6 +118,11 @@ def post_benchmarks(submitted_by: WriterDep, raw: Annotated[bytes, Depends(read_
         body = parse_body(raw, request.headers.get("content-type", ""))
         prepared = prepare(state.current().advisor, body, submitted_by)
         result = store(session, state, prepared, submitted_by)
+        if result.created and state.settings.ingest_refit == "sync":
+            # the refit process must see the rows: commit them now (the refit covers them even if this worker
+            # stops before it answers), then answer with the version the refit produced
+            finish(session, ok=True)
+            result = answer_after_refit(session, state, result)
     except InvalidRequest as exc:
         raise as_problem(exc) from exc
     except IngestConflict as exc:

@@ -40,7 +40,7 @@ from gpu_catalog.schema import CostConstants
 from service.admission import BusySignal
 from service.calibration.fit import fit_and_store, measurement_set, refit_and_store, run_cross_validation
 from service.core.costmodel import Tables, build_tables
-from service.db.session import make_engine, make_sessionmaker, transaction
+from service.db.session import make_engine, make_sessionmaker, retrying, transaction, wait_for_database
 from service.repository import calibrations as cal_repo
 from service.repository import ingests as ingest_repo
 from service.repository.catalog import read_catalog
@@ -196,6 +196,11 @@ class PauseOutsideTransactions:
             os.kill(os.getpid(), signal.SIGSTOP)
 
 
+def read_catalog_in(sessions: sessionmaker[Session]) -> Catalog:
+    with transaction(sessions) as session:
+        return read_catalog(session)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fit", action="store_true", help="a full refit on every stored measurement first")
@@ -212,9 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     engine = make_engine(settings.database_url)
     if args.lock_fd is not None:            # started by a worker, which pauses it while serving
         PauseOutsideTransactions(engine)
+    wait_for_database(engine)
     sessions = make_sessionmaker(engine)
-    with transaction(sessions) as session:
-        catalog = read_catalog(session)
+    catalog = retrying(lambda: read_catalog_in(sessions))
     constants = load_cost_constants()
     tables = build_tables(catalog, constants)
     if args.fit:
@@ -223,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"calibration v{version}: full refit in {time.perf_counter() - t0:.1f} s")
     if not args.no_cross_validation:
         t0 = time.perf_counter()
-        done = cross_validate_pending(sessions, catalog, tables, constants)
+        done = retrying(lambda: cross_validate_pending(sessions, catalog, tables, constants))
         print(f"leave-one-source-out error stored for versions {done or 'none (already current)'} in "
               f"{time.perf_counter() - t0:.1f} s")
     engine.dispose()

@@ -41,9 +41,9 @@ async def connect(url: str | None, api_key: str | None = None) -> AsyncIterator[
     # validation of a new calibration (minutes, in a background thread) would be cut short by the command's
     # exit, so it is off unless CALIBRATION_CV asks for it (answers then quote in-sample errors); the command
     # asks as soon as the app has started, so start-up loads everything first (a server opens its port early);
-    # an ingest's refit runs before its answer, for the same reason as the validation
+    # an ingest's refit runs before its answer, in this process (a one-shot command starts no refit process)
     defaults: dict[str, Any] = {"log_level": "WARNING", "calibration_cv": "off", "startup_mode": "blocking",
-                                "ingest_refit": "sync"}
+                                "ingest_refit": "inline"}
     settings = Settings(**{k: v for k, v in defaults.items() if k.upper() not in os.environ})
     app = create_app(settings)
     async with app.router.lifespan_context(app):

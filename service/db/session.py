@@ -1,19 +1,35 @@
 """Engine, session factory and the transaction boundary.
 
 A request's transaction is owned by its session dependency (service/api/deps.py): committed when the route
-returns, rolled back when it raises. Work outside requests (start-up, calibration jobs) opens one with
+returns, rolled back when it raises. One route ends it early: an ingest with ``INGEST_REFIT=sync`` commits its rows
+through ``finish`` before it waits for the refit process, which must see them (service/api/benchmarks.py); the
+dependency then ends the read that follows. Work outside requests (start-up, calibration jobs) opens one with
 ``transaction``. Nothing else commits or rolls back; both end a transaction through ``finish``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Connection attempts of a background process (cross-validation, refit) before it gives up, and the wait before the
+# second one, seconds, doubled after each failure (1 + 2 + 4 + 8 + 16 = 31 s of waiting in all). At nice 19 on a
+# saturated machine such a process gets a few percent of a core, which may not complete PostgreSQL's handshake
+# (its SCRAM authentication is CPU work) within the 5 s connect timeout; the load comes in bursts, so a later
+# attempt gets through.
+CONNECT_ATTEMPTS = 6
+CONNECT_BACKOFF_S = 1.0
 
 
 class JSONText(str):
@@ -44,6 +60,33 @@ def make_engine(url: str) -> Engine:
     # in seconds, so an unreachable database fails fast instead of hanging a request.
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20,
                          connect_args={"connect_timeout": 5}, json_serializer=_json_serializer)
+
+
+def retrying(work: Callable[[], T], attempts: int = CONNECT_ATTEMPTS, backoff_s: float = CONNECT_BACKOFF_S) -> T:
+    """``work()``, run again after a failed or lost database connection (``OperationalError``), ``attempts`` times
+    in all with a doubling wait: for background processes, which run at the lowest priority. ``work`` must be
+    safe to repeat (one transaction, rolled back when it failed). Raises the last error when every attempt failed."""
+    for attempt in range(attempts):
+        try:
+            return work()
+        except OperationalError as exc:
+            if attempt == attempts - 1:
+                raise
+            wait_s = backoff_s * 2 ** attempt
+            log.warning("database connection failed (%s), attempt %d of %d; again in %.0f s",
+                        type(exc.orig).__name__, attempt + 1, attempts, wait_s)
+            time.sleep(wait_s)
+    raise AssertionError("unreachable")
+
+
+def wait_for_database(engine: Engine) -> None:
+    """Return once a connection to the database opens (``retrying``'s bound)."""
+
+    def connect() -> None:
+        with engine.connect():
+            pass
+
+    retrying(connect)
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

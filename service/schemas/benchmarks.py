@@ -111,7 +111,8 @@ IngestRequest = Annotated[RowsIngest | ToolIngest, Field(discriminator="format")
 class CalibrationOutcome(BaseModel):
     refit: Literal["done", "pending"] = Field(
         default="done", description="done: the fields below describe the refit; pending: it runs after this answer "
-        "(INGEST_REFIT=background) and GET /v1/calibration shows the new version once stored")
+        "(INGEST_REFIT=background, or a refit that outlasted INGEST_REFIT_WAIT_S) and GET /v1/calibration shows the "
+        "new version once stored")
     version: int | None = Field(description="the calibration version in use after this ingest (while the refit "
                                 "is pending: the one in use now)")
     previous_version: int | None = Field(description="the version before it")

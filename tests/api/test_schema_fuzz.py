@@ -4,7 +4,11 @@ larger run is `python benchmarks/fuzz.py`.
 
 Deterministic by default: tests/conftest.py loads the hypothesis profile ``deterministic`` (derandomize, no example
 database), so every run sends the same requests in the same order (two runs: the same 2,245 requests and
-statuses) and a failure replays. ``HYPOTHESIS_PROFILE=explore`` draws fresh cases each run. The app is fully
+statuses) and a failure replays. ``HYPOTHESIS_PROFILE=explore`` draws fresh cases each run, and ``FUZZ_SEED``
+replays one of those runs (benchmarks/fuzz.py sets both). The app is called in-process, so no request can outlast a
+network timeout (the schemathesis command line counts one that does as an error apart from the checks, and exits 1
+with every case passed); there is no hypothesis deadline or health check (both depend on the machine's speed,
+not on the case). The app is fully
 loaded before the first case (``startup_mode="blocking"``) and runs no background work (``calibration_cv="off"``),
 so nothing but the case decides the answer: a 503 "starting", "warming up" or "busy" would fail
 ``not_a_server_error`` for reasons outside the case."""
@@ -12,14 +16,14 @@ so nothing but the case decides the answer: a 503 "starting", "warming up" or "b
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import schemathesis
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, seed, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -32,6 +36,8 @@ from service.settings import Settings
 
 # Generated cases per operation: 15 in the suite; benchmarks/fuzz.py sets FUZZ_CASES for a larger run.
 CASES_PER_OPERATION = int(os.environ.get("FUZZ_CASES", "15"))
+# The seed of an exploratory run to replay (unset: schemathesis draws one; ignored by the derandomized profile).
+FUZZ_SEED = os.environ.get("FUZZ_SEED")
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +57,13 @@ def fuzz_schema(fuzz_app: FastAPI) -> schemathesis.BaseSchema:
 schema = schemathesis.pytest.from_fixture("fuzz_schema")
 
 
+def _seeded(test: Callable[..., None]) -> Callable[..., None]:
+    return seed(int(FUZZ_SEED))(test) if FUZZ_SEED else test
+
+
 @schema.parametrize()
 @settings(max_examples=CASES_PER_OPERATION, deadline=None, suppress_health_check=list(HealthCheck))
+@_seeded
 def test_no_server_error_and_schema_conformance(case: schemathesis.Case) -> None:
     case.call_and_validate(checks=[not_a_server_error, response_schema_conformance, status_code_conformance,
                                    content_type_conformance])
