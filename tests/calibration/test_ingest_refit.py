@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -15,7 +14,7 @@ from service.db.models import Ingest
 from service.db.session import transaction
 from service.main import create_app
 from service.settings import Settings
-from service.state import AppState
+from tests.calibration.ingest_helpers import app_state, post_row
 
 WRITE_KEY = "refit-test-write-key"
 AUTH = {"Authorization": f"Bearer {WRITE_KEY}"}
@@ -44,24 +43,12 @@ def api(module_db_url: str) -> Iterator[TestClient]:
         yield c
 
 
-def _state(api: TestClient) -> AppState:
-    state: AppState = api.app.state.app_state  # type: ignore[attr-defined]
-    return state
-
-
-def _ingest(api: TestClient, row: dict[str, Any]) -> dict[str, Any]:
-    r = api.post("/v1/benchmarks", json={"format": "rows", "rows": [row]}, headers=AUTH)
-    assert r.status_code == 201, r.text
-    answer: dict[str, Any] = r.json()
-    return answer
-
-
 def test_the_answer_comes_first_and_the_worker_then_serves_the_refit(api: TestClient) -> None:
-    state = _state(api)
+    state = app_state(api)
     refits = state.refits
     assert refits is not None and refits.wait_idle(REFIT_WAIT_S)
     before = api.get("/v1/calibration").json()["version"]
-    answer = _ingest(api, ROWS[0])
+    answer = post_row(api, ROWS[0], AUTH)
     assert answer["calibration_version"] is None
     outcome = answer["calibration"]
     assert (outcome["refit"], outcome["version"], outcome["refitted"]) == ("pending", before, False)
@@ -78,11 +65,11 @@ def test_the_answer_comes_first_and_the_worker_then_serves_the_refit(api: TestCl
 
 
 def test_predictions_use_the_refit_as_soon_as_it_is_stored(api: TestClient) -> None:
-    state = _state(api)
+    state = app_state(api)
     refits = state.refits
     assert refits is not None and refits.wait_idle(REFIT_WAIT_S)
     before = api.get("/v1/calibration").json()["version"]
-    _ingest(api, ROWS[1])
+    post_row(api, ROWS[1], AUTH)
     assert refits.wait_idle(REFIT_WAIT_S)
     predicted = api.post("/v1/predictions", json=PREDICTION)
     assert predicted.status_code == 200, predicted.text

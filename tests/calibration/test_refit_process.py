@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from service.main import create_app
 from service.settings import Settings
-from service.state import AppState
+from tests.calibration.ingest_helpers import app_state, post_row
 
 WRITE_KEY = "refit-process-test-write-key"
 AUTH = {"Authorization": f"Bearer {WRITE_KEY}"}
@@ -40,22 +40,10 @@ def api(module_db_url: str) -> Iterator[TestClient]:
         yield c
 
 
-def _state(api: TestClient) -> AppState:
-    state: AppState = api.app.state.app_state  # type: ignore[attr-defined]
-    return state
-
-
-def _ingest(api: TestClient, row: dict[str, Any]) -> dict[str, Any]:
-    r = api.post("/v1/benchmarks", json={"format": "rows", "rows": [row]}, headers=AUTH)
-    assert r.status_code == 201, r.text
-    answer: dict[str, Any] = r.json()
-    return answer
-
-
 def test_the_answer_carries_the_version_the_refit_process_made(api: TestClient) -> None:
-    state = _state(api)
+    state = app_state(api)
     before = api.get("/v1/calibration").json()["version"]
-    answer = _ingest(api, _row(1, "rtx-6000-ada", "fp16"))
+    answer = post_row(api, _row(1, "rtx-6000-ada", "fp16"), AUTH)
     outcome = answer["calibration"]
     assert (outcome["refit"], outcome["version"], outcome["previous_version"]) == ("done", before + 1, before)
     assert answer["calibration_version"] == before + 1 and outcome["refitted"] is True
@@ -72,28 +60,28 @@ def test_the_answer_carries_the_version_the_refit_process_made(api: TestClient) 
 
 
 def test_a_refit_process_that_died_is_started_again(api: TestClient) -> None:
-    state = _state(api)
+    state = app_state(api)
     process = state.refit_process
     assert process is not None and process.proc is not None
     dead = process.proc
     dead.kill()
     dead.wait()
     before = api.get("/v1/calibration").json()["version"]
-    answer = _ingest(api, _row(2, "a10", "bf16"))
+    answer = post_row(api, _row(2, "a10", "bf16"), AUTH)
     assert (answer["calibration"]["refit"], answer["calibration_version"]) == ("done", before + 1)
     assert "vllm/a10/bf16" in answer["calibration"]["refitted_segments"]
     assert process.proc is not None and process.proc.poll() is None and process.proc.pid != dead.pid
 
 
 def test_an_ingest_answers_pending_when_its_refit_outlasts_the_wait(api: TestClient) -> None:
-    state = _state(api)
+    state = app_state(api)
     refits = state.refits
     assert refits is not None
     before = api.get("/v1/calibration").json()["version"]
     # a wait far shorter than a refit (least squares over the segment's rows, in another process)
     state.settings = state.settings.model_copy(update={"ingest_refit_wait_s": 1e-3})
     try:
-        answer = _ingest(api, _row(3, "rtx-6000-ada", "fp16"))
+        answer = post_row(api, _row(3, "rtx-6000-ada", "fp16"), AUTH)
     finally:
         state.settings = state.settings.model_copy(update={"ingest_refit_wait_s": REFIT_WAIT_S})
     assert answer["calibration"]["refit"] == "pending" and answer["calibration_version"] is None
