@@ -143,35 +143,30 @@ def server(workers: int, port: int, root: Path, cv: str, log: Path | None = None
         admin.dispose()
 
 
-def worker_rss_kib(parent: int) -> dict[int, int]:
-    """Resident memory of each child process of ``parent`` (the uvicorn workers), KiB, from /proc."""
-    out: dict[int, int] = {}
+def processes() -> Iterator[tuple[int, int, bytes, int]]:
+    """Every process this user can read: pid, parent pid, command line and resident memory (KiB), from /proc."""
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
         with contextlib.suppress(OSError):
             status = (d / "status").read_text()
             fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-            cmd = (d / "cmdline").read_bytes()
-            helper = any(part in cmd for part in (b"service.calibration.jobs", b"warm_up", b"resource_tracker"))
-            if int(fields["PPid"]) == parent and not helper:
-                out[int(d.name)] = int(fields.get("VmRSS", "0 kB").split()[0])
-    return out
+            yield (int(d.name), int(fields["PPid"]), (d / "cmdline").read_bytes(),
+                   int(fields.get("VmRSS", "0 kB").split()[0]))
+
+
+def worker_rss_kib(parent: int) -> dict[int, int]:
+    """Resident memory of each child process of ``parent`` (the uvicorn workers), KiB."""
+    helpers = (b"service.calibration.jobs", b"warm_up", b"resource_tracker")
+    return {pid: rss for pid, ppid, cmd, rss in processes()
+            if ppid == parent and not any(part in cmd for part in helpers)}
 
 
 def refit_rss_kib(workers: Iterable[int]) -> dict[int, int]:
-    """Resident memory of the workers' refit processes (service/calibration/ingest_refit.py), KiB, from /proc."""
+    """Resident memory of the workers' refit processes (service/calibration/ingest_refit.py), KiB."""
     parents = set(workers)
-    out: dict[int, int] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            status = (d / "status").read_text()
-            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-            if int(fields["PPid"]) in parents and b"service.calibration.ingest_refit" in (d / "cmdline").read_bytes():
-                out[int(d.name)] = int(fields.get("VmRSS", "0 kB").split()[0])
-    return out
+    return {pid: rss for pid, ppid, cmd, rss in processes()
+            if ppid in parents and b"service.calibration.ingest_refit" in cmd}
 
 
 class Tally:
