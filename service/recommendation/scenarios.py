@@ -63,8 +63,9 @@ RANKED_BY = {
     "min_cost_per_token": "min_cost_per_token: USD per million output tokens (throughput per dollar), then USD per "
                           "hour",
     "max_throughput": "max_throughput: output tokens per second, then USD per hour",
-    "min_latency": "min_latency: mean end-to-end latency, then TTFT, then USD per hour",
-    "balanced": "balanced: USD per million output tokens and end-to-end latency, each relative to the best",
+    "min_latency": "min_latency: predicted end-to-end latency at the SLA's percentile, then TTFT, then USD per hour",
+    "balanced": "balanced: USD per million output tokens and predicted end-to-end latency at the SLA's percentile, "
+                "each relative to the best",
 }
 
 
