@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,19 +220,25 @@ def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:
     # many as the answer may still try: one batch, mostly), and their deployments
     analysed: dict[int, tuple[Analyses, int]] = {}
     deps: dict[int, Deployment] = {}
-    # (scored candidates, index, position in ``best`` or -1): the analytic ranking's, then the others
-    queue: list[tuple[Scored, int, int]] = [(s, int(i), pos) for pos, i in enumerate(best)]
-    seen_units = set(zip(s.layout[best].astype(np.int64).tolist(), s.seqs[best].astype(np.float64).tolist(),
-                         s.tokens[best].astype(np.float64).tolist(), strict=True))
+    # (scored candidates, index, position in ``best`` or -1) to try before the rest of the analytic ranking
+    # (``best`` from ``next_pos`` on, taken in turn: only the few its predictions reach are made into entries)
+    queue: deque[tuple[Scored, int, int]] = deque()
+    next_pos = 0
     widened = False
     while len(v.recs) < req.top_k and v.tried < v.limit:
-        if not queue:
-            if widened:
-                break
+        if queue:
+            sc, i, pos = queue.popleft()
+        elif next_pos < len(best):
+            sc, i, pos = s, int(best[next_pos]), next_pos
+            next_pos += 1
+        elif widened:
+            break
+        else:
             widened = True
-            queue = wider_queue(a, seen_units)
+            seen_units = set(zip(s.layout[best].astype(np.int64).tolist(), s.seqs[best].astype(np.float64).tolist(),
+                                 s.tokens[best].astype(np.float64).tolist(), strict=True))
+            queue.extend(wider_queue(a, seen_units))
             continue
-        sc, i, pos = queue.pop(0)
         if pos >= 0:
             v.looked.add(i)
         known = deps.get(i) if pos >= 0 else None
@@ -261,7 +268,7 @@ def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:
             # the analytic model preferred speculation on this layout but its prediction misses the bounds (the
             # simulation times the verify steps' share of the token budget, which delays prompts): the layout
             # without it is tried next, so the answer does not lose it
-            queue.insert(0, (sc, plain, -1))
+            queue.appendleft((sc, plain, -1))
         rec, over = settle_replicas(a, v, dep, rec, over)
         if over:
             d = rec.deployment
