@@ -16,7 +16,7 @@ from service.engines import modelopt
 from service.engines.base import Argv, Context, LaunchSpec, Rendered, Replicas, dtype16, expert_parallel
 from service.engines.checkpoints import Checkpoint
 from service.engines.errors import LaunchError
-from service.engines.levers import method_name
+from service.engines.levers import draft_repository, method_name
 from service.engines.vocabulary import Vocabulary, check_yaml
 
 # CUDA-graph capture cap for TRT-LLM: larger batches run without graphs. 512 is the cap NVIDIA's own
@@ -162,11 +162,8 @@ class TrtLlm:
             return None
         config: dict[str, Any] = ({"num_nextn_predict_layers": spec.num_speculative_tokens} if spec.method == "mtp"
                                   else {"max_draft_len": spec.num_speculative_tokens})
-        if spec.method in ("eagle3", "draft_model"):
-            if spec.draft is None:
-                raise LaunchError(f"no {spec.method} draft repository is known for {ctx.spec.model_id}: name it in "
-                                  "deployment.speculative.draft_model")
-            config["speculative_model"] = spec.draft
+        if (draft := draft_repository(ctx)) is not None:
+            config["speculative_model"] = draft
         return config
 
 

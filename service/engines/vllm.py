@@ -17,7 +17,7 @@ from service.engines import llm_compressor
 from service.engines.base import Argv, Context, LaunchSpec, Rendered, Replicas, dtype16, expert_parallel, name_tokens
 from service.engines.checkpoints import Checkpoint
 from service.engines.errors import LaunchError
-from service.engines.levers import method_name
+from service.engines.levers import draft_repository, method_name
 from service.engines.vocabulary import Vocabulary
 from service.units import GB_BYTES, GIB_BYTES
 
@@ -234,11 +234,8 @@ class Vllm:
         assert spec is not None
         config: dict[str, Any] = {"method": method_name(self.id, ctx.version, spec.method),
                                   "num_speculative_tokens": spec.num_speculative_tokens}
-        if spec.method in ("eagle3", "draft_model"):
-            if spec.draft is None:
-                raise LaunchError(f"no {spec.method} draft repository is known for {ctx.spec.model_id}: name it in "
-                                  "deployment.speculative.draft_model")
-            config["model"] = spec.draft
+        if (draft := draft_repository(ctx)) is not None:
+            config["model"] = draft
         return config
 
 
