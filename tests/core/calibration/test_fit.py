@@ -8,7 +8,7 @@ import csv
 import numpy as np
 import pytest
 
-from gpu_catalog.loader import PUBLISHED_CSV, load_catalog, load_cost_constants
+from gpu_catalog.loader import PUBLISHED_CSV
 from service.core.calibration import (
     CLASS_LEVEL,
     HARDWARE_PARAMS,
@@ -23,11 +23,8 @@ from service.core.calibration import (
     prepare,
 )
 from service.core.calibration.measurements import split_layout
-from service.core.costmodel import PARAM_NAMES, Params, build_tables
-
-CATALOG = load_catalog()
-CONSTANTS = load_cost_constants()
-TABLES = build_tables(CATALOG, CONSTANTS)
+from service.core.costmodel import PARAM_NAMES, Params
+from tests.core.support import CATALOG, CONSTANTS, TABLES
 
 
 @pytest.fixture(scope="module")

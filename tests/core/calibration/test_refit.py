@@ -8,7 +8,7 @@ import csv
 import numpy as np
 import pytest
 
-from gpu_catalog.loader import PUBLISHED_CSV, load_catalog, load_cost_constants
+from gpu_catalog.loader import PUBLISHED_CSV
 from service.core.calibration import (
     HARDWARE_PARAMS,
     LEVELS,
@@ -21,11 +21,8 @@ from service.core.calibration import (
     segment_key,
 )
 from service.core.calibration.refit import REFIT_LEVELS, refit_segments
-from service.core.costmodel import build_tables
+from tests.core.support import CATALOG, CONSTANTS, TABLES
 
-CATALOG = load_catalog()
-CONSTANTS = load_cost_constants()
-TABLES = build_tables(CATALOG, CONSTANTS)
 # The segment whose rows play the new measurements: vLLM, BF16 on H100-SXM (tens of shipped rows).
 NEW = ("vllm", "hopper", "h100-sxm", "bf16")
 NEW_ROWS = 8
