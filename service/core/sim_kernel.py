@@ -46,7 +46,8 @@ L_SIZE = L_RESERVE + 1
 
 @njit(cache=True, nogil=True)
 def decode_rows(b_top: int, pp: float, dense_s: float, expert_s: float, log_miss: float, moe: bool, seq_s: F,
-                flop_s_seq: F, comm_fixed_s: float, comm_seq_s: float, step_fixed_s: float) -> F:
+                flop_s_seq: F, comm_fixed_s: float, comm_seq_s: float, step_fixed_s: float, draft_expert_s: float,
+                draft_log_miss: float) -> F:
     """Decode step times for batches 0..``b_top`` (rows) at contexts whose KV read of one sequence takes
     ``seq_s`` and whose compute per decoded token takes ``flop_s_seq`` (columns), by the compiled step of the
     serving solve. simulate.decode_table builds the simulation's step table with it (compiled: a table is built
@@ -57,7 +58,7 @@ def decode_rows(b_top: int, pp: float, dense_s: float, expert_s: float, log_miss
     for b in range(b_top + 1):
         for k in range(len(seq_s)):
             rows[b, k] = decode_step_f(float(b), pp, dense_s, expert_s, log_miss, moe, seq_s[k], flop_s_seq[k],
-                                        comm_fixed_s, comm_seq_s, step_fixed_s)[0]
+                                        comm_fixed_s, comm_seq_s, step_fixed_s, draft_expert_s, draft_log_miss)[0]
     return rows
 
 
@@ -484,5 +485,5 @@ def warm_up() -> float:
     lim[L_END_MEAS], lim[L_MAX_TOK], lim[L_MAX_RUN], lim[L_CHUNKED], lim[L_NEXT_RID] = 1, 16, 4, 1, 1
     loop(np.ones((2, 1), dtype=np.int64), np.full((COST_ROWS, 1), 1e-3), np.zeros(1), np.zeros(1, dtype=np.int64),
          np.ones((2, 3)), k, lim)
-    decode_rows(1, 1.0, 1.0, 0.0, -math.inf, False, np.ones(3), np.ones(3), 0.0, 0.0, 0.0)
+    decode_rows(1, 1.0, 1.0, 0.0, -math.inf, False, np.ones(3), np.ones(3), 0.0, 0.0, 0.0, 0.0, 0.0)
     return time.perf_counter() - t0

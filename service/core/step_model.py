@@ -72,6 +72,9 @@ class StepModel:
     seq_scale: F | float = 1.0
     flop_scale: F | float = 1.0
     prefix_hit_rate: F | float = 0.0
+    # an MoE draft's routed experts read by its k passes per emitted token, and its routing (0: no such draft)
+    draft_expert_s: F | float = 0.0
+    draft_log_miss: F | float = 0.0
 
     def decode_step(self, batch: F, ctx_tok: F | None = None) -> tuple[F, F]:
         """Replica step time with ``batch`` sequences decoding at mean context ``ctx_tok`` (default: the
@@ -85,7 +88,12 @@ class StepModel:
             t_mem = t_mem + np.where(self.moe, self.expert_s * -np.expm1(b * self.log_miss), 0.0)
         t_cmp = b * flop_s_seq
         stage = smooth_max(t_mem, t_cmp) + self.comm_fixed_s + b * self.comm_seq_s
-        return pp * stage + self.step_fixed_s, t_cmp / (t_cmp + t_mem)
+        return pp * stage + self.step_fixed_s + self.draft_read_s(batch), t_cmp / (t_cmp + t_mem)
+
+    def draft_read_s(self, batch: F) -> F:
+        """Routed experts an MoE draft's passes read per emitted token with ``batch`` sequences decoding: each
+        pass runs the whole batch through the draft once, and reads the experts its tokens route to."""
+        return self.draft_expert_s * -np.expm1(np.maximum(batch, 1e-9) * self.draft_log_miss)
 
     def context_terms(self, ctx_tok: F) -> tuple[F, F]:
         """At mean context ``ctx_tok``: the time to read one sequence's KV cache, and the compute of one decoded
