@@ -222,6 +222,8 @@ def with_levers(sm: StepModel) -> StepModel:
       A draft pass reads ``draft_pass_bytes`` at the fitted bandwidth (memory-bound at decode batches), and an
       MoE draft (MTP) the routed experts of ``draft_expert_bytes`` its batch routes to (``draft_expert_s``,
       ``StepModel.draft_read_s``).
+    - The token budget: a verify step's decodes take ``k + 1`` tokens each of it (``verify_tok``), and its
+      prompt tokens are shared by the ``tau`` tokens it emits (``tok_per_step``; ``prompt_budget_tok``).
     - Prefix cache: the prompt costs leave the cached prefix out (``prefix_cached_prefill_tok_s``).
     The prompt tokens a step carries keep their per-token cost: per emitted token they are unchanged.
     """
@@ -246,7 +248,7 @@ def with_levers(sm: StepModel) -> StepModel:
         log_miss=sm.log_miss * q, seq_s=seq_s / tau, flop_s_seq=sm.flop_s_seq * q / tau,
         comm_fixed_s=sm.comm_fixed_s / tau, comm_seq_s=sm.comm_seq_s * q / tau,
         step_fixed_s=(sm.step_fixed_s + offload_s + draft_s) / tau, seq_scale=1.0 / tau, flop_scale=q / tau,
-        draft_expert_s=draft_expert / tau, draft_log_miss=draft_log_miss,
+        draft_expert_s=draft_expert / tau, draft_log_miss=draft_log_miss, verify_tok=q, tok_per_step=tau,
         prefix_hit_rate=s.prefix_hit_rate)
     isl = s.isl
     out.c_prefill_s = out.prefill_tok_s(isl)
