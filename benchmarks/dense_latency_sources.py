@@ -752,6 +752,71 @@ def suraj_llm_k8s_rows(git_dir: Path) -> list[Row]:
     return rows
 
 # ---------------------------------------------------------------------------------------------------------------
+# IOG-Foundation/llm-inference-benchmarks results/: vLLM 0.8.5's benchmark_serving.py result JSONs (one JSON object
+# per line; a file may hold a repeated run) of ShareGPT 200 prompts at 1/4/8/16/32 req/s (Poisson, no max
+# concurrency) on io.net H100 PCIe and RTX 4090 machines, tensor parallelism over all GPUs (README: "The tensor
+# parallelism was set to the maximum available GPUs"). The serve command of each run is not published.
+
+IOG_COMMIT = "4990a807c6f1971edda635c18d98550059782eb8"
+IOG_GPUS = {"NVIDIA-H100-PCIe": "h100-pcie", "NVIDIA-GeForce-RTX-4090": "rtx-4090"}
+# The source's model -> (catalog architecture, weight dtype, weak reason or ""). DeepSeek-R1-Distill and QwQ are
+# fine-tunes of the base named in their model cards; AceMath-7B and R1-Distill-Qwen-7B start from Qwen2.5-Math-7B
+# (mapped to Qwen2.5-7B, weak). phi-4 and R1-Distill-Qwen-1.5B are left out (not in the catalog).
+_IOG_MATH7B = ("a fine-tune of Qwen2.5-Math-7B (per its model card), mapped to the Qwen2.5-7B architecture: its own "
+               "config.json was not read")
+IOG_MODELS = {
+    "meta-llama/Meta-Llama-3-8B-Instruct": ("meta-llama/Meta-Llama-3-8B-Instruct", "bf16", ""),
+    "meta-llama/Meta-Llama-3-70B-Instruct": ("meta-llama/Meta-Llama-3-70B-Instruct", "bf16", ""),
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-8B": ("meta-llama/Llama-3.1-8B", "bf16", ""),
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-70B": ("meta-llama/Llama-3.3-70B-Instruct", "bf16", ""),
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": ("Qwen/Qwen2.5-7B", "bf16", _IOG_MATH7B),
+    "nvidia/AceMath-7B-Instruct": ("Qwen/Qwen2.5-7B", "bf16", _IOG_MATH7B),
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": ("Qwen/Qwen2.5-14B", "bf16", ""),
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B": ("Qwen/Qwen2.5-32B", "bf16", ""),
+    "Qwen/QwQ-32B-Preview": ("Qwen/Qwen2.5-32B-Instruct", "bf16", ""),
+    "google/gemma-2-9b-it": ("google/gemma-2-9b-it", "bf16", ""),
+    "neuralmagic/Llama-3.1-Nemotron-70B-Instruct-HF-FP8-dynamic": ("meta-llama/Llama-3.1-70B", "fp8", ""),
+}
+_IOG_WEAK = ("serve command of the run not published: dtype not stated (the README's serve example passes --dtype "
+             "float16 for an R1-Distill model; the checkpoint's dtype taken) and vLLM version taken from the README "
+             "(its benchmark scripts and suggested image are vLLM 0.8.5)")
+
+
+def iog_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    names = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "--name-only", IOG_COMMIT, "results/"],
+                           check=True, capture_output=True, text=True).stdout.split()
+    for path in sorted(n for n in names if n.endswith(".json")):
+        for line in git_show(git_dir, IOG_COMMIT, path).splitlines():
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            if r["model_id"] not in IOG_MODELS or "_sharegpt_" not in path:
+                continue
+            model, dtype, arch_weak = IOG_MODELS[r["model_id"]]
+            n, gpus = r["completed"], int(r["gpu_count"])
+            weak = [_IOG_WEAK] + ([arch_weak] if arch_weak else [])
+            rows.append({
+                "quality": "weak", "source_id": "iog_llm_inference_benchmarks",
+                "source": f"github IOG-Foundation/llm-inference-benchmarks {path} @{IOG_COMMIT[:10]}",
+                "engine": "vllm", "engine_version": "0.8.5", "gpu": IOG_GPUS[r["gpu_name"]], "gpu_count": str(gpus),
+                "model": model, "weight_dtype": dtype, "kv_dtype": "auto", "tp": str(gpus), "pp": "1", "dp": "1",
+                "mode": "request_rate", "request_rate": str(r["request_rate"]),
+                "output_tok_s": str(r["output_throughput"]), "total_tok_s": str(r["total_token_throughput"]),
+                "requests_per_s": str(r["request_throughput"]), "ttft_ms": str(r["mean_ttft_ms"]),
+                "ttft_stat": "mean", "tpot_ms": str(r["mean_tpot_ms"]), "tpot_stat": "mean",
+                "itl_ms": str(r["mean_itl_ms"]), "itl_stat": "mean", "orig_gpu": f"{gpus}x{r['gpu_name']}",
+                "orig_model": r["model_id"], "orig_engine": "vLLM",
+                "notes": f"[weak: {'; '.join(weak)}] [norm: open loop at {r['request_rate']} req/s ({n} prompts, "
+                         f"Poisson arrivals, burstiness {r['burstiness']}); input_tokens: ShareGPT "
+                         f"({r['total_input_tokens']} tokens / {n} req); output_tokens: ShareGPT "
+                         f"({r['total_output_tokens']} tokens / {n} req); tp = gpu_count per the README] "
+                         f"[source notes: run {r['date']}; median TTFT {r['median_ttft_ms']} ms, median TPOT "
+                         f"{r['median_tpot_ms']} ms; duration {r['duration']} s; benchmark_serving.py]",
+            })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     # row-id prefix: (mirror directory name, short name, extractor)
@@ -764,6 +829,8 @@ SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     "dl-ttg": ("", "Tenstorrent GPU reference runs (issue excerpts, transcribed)", tenstorrent_gpu_rows),
     "dl-dlb": ("dennislee22+vLLM-benchmarking", "dennislee22 vLLM benchmarking (Qwen2/2.5 on A100)", dennislee_rows),
     "dl-slk": ("surajssd+llm-k8s", "surajssd llm-k8s Llama-3.3-70B on Azure A100 (TP8, TP4 x PP2)", suraj_llm_k8s_rows),
+    "dl-iog": ("IOG-Foundation+llm-inference-benchmarks", "IOG llm-inference-benchmarks (H100 PCIe, RTX 4090)",
+               iog_rows),
 }
 
 

@@ -1,4 +1,5 @@
-"""Reads and validates levers.yaml: speculative-decoding acceptance, host links and the engine flags of each lever.
+"""Reads and validates levers.yaml: speculative-decoding acceptance, host links and the engine flags of each lever;
+and benchmarks/lever_measurements.csv, the published measurements of a lever's effect (with and without it).
 
 Validation goes past the field types: a quoted mean accepted length must agree with the stored acceptance rate
 through the chain formula, every model, GPU and engine version named must be in the catalog, every engine flag
@@ -8,6 +9,7 @@ must match its ``pcie_bw_gb_s_bidir``. A bad value raises ``CatalogError`` namin
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -16,6 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpu_catalog.loader import DATA_DIR, Catalog, CatalogError, _read_yaml, _unique, _validate, load_catalog
+
+LEVER_MEASUREMENTS_CSV = DATA_DIR / "benchmarks" / "lever_measurements.csv"
 
 Method = Literal["eagle3", "mtp", "ngram", "draft_model"]
 METHODS: tuple[Method, ...] = ("eagle3", "mtp", "ngram", "draft_model")
@@ -69,6 +73,83 @@ class SpeculativeMeasurement(_Strict):
                     f"tokens per step at k={k}, not the quoted {self.quoted_value}"
                 )
         return self
+
+
+class LeverMeasurement(_Strict):
+    """One published measurement of a lever's effect: the same deployment and workload with and without it.
+
+    Only speculative decoding has rows (no prefix-cache TTFT or CPU-offload TPOT pair with a stated GPU, engine
+    and workload was found; docs/levers.md lists what was searched), so only its columns exist."""
+
+    row_id: str = Field(pattern=r"^lv-\d{4}$")
+    quality: Literal["good", "weak"] = Field(description="weak: part of the configuration inferred; reasons in notes")
+    lever: Literal["speculative"]
+    method: Method
+    source_id: str = Field(min_length=3)
+    source: str = Field(min_length=20, description="repository + path + commit, or issue/PR number, or URL")
+    engine: Literal["vllm", "trtllm"]
+    engine_version: str | None = Field(default=None, description="as the source states it; empty = not stated")
+    gpu: str = Field(description="catalog GPU id")
+    gpu_count: int = Field(ge=1)
+    model: str = Field(description="catalog model id (base of the checkpoint measured)")
+    orig_model: str | None = None
+    draft: str | None = Field(default=None, description="draft model, head or lookup the source names")
+    weight_dtype: str
+    tp: int = Field(ge=1)
+    ep: int | None = Field(default=None, ge=1)
+    input_tokens: int = Field(ge=1)
+    output_tokens: int = Field(ge=1)
+    concurrency: int = Field(ge=1, description="closed-loop clients or batch size")
+    num_speculative_tokens: int = Field(ge=1, le=16, description="k, draft tokens per verify step")
+    quoted_accepted_length: float | None = Field(default=None, description="mean accepted length the source gives")
+    acceptance_rate: float | None = Field(default=None, ge=0, le=1,
+                                          description="from quoted_accepted_length; empty = the catalog default")
+    metric: Literal["tpot", "request_latency"] = Field(
+        description="what the speed-up is a ratio of: TPOT, or the whole request (prefill included)")
+    value_without: float | None = Field(default=None, gt=0, description="the source's figure without the lever")
+    value_with: float | None = Field(default=None, gt=0, description="the source's figure with the lever")
+    speedup: float = Field(gt=0, description="measured speed-up as the source states it (or from the two values)")
+    notes: str = Field(min_length=10, description="the source's words; [weak: reasons] first when weak")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LeverMeasurement:
+        if self.quality == "weak" and not self.notes.startswith("[weak: "):
+            raise ValueError("a weak row's notes start with '[weak: <reasons>]'")
+        if (self.quoted_accepted_length is None) != (self.acceptance_rate is None):
+            raise ValueError("give acceptance_rate exactly when a mean accepted length is quoted")
+        if self.quoted_accepted_length is not None and self.acceptance_rate is not None:
+            tau = mean_accepted_length_tok(self.acceptance_rate, self.num_speculative_tokens)
+            if abs(tau - self.quoted_accepted_length) > ACCEPTED_LENGTH_TOLERANCE_TOK:
+                raise ValueError(f"acceptance_rate {self.acceptance_rate} gives {tau:.4f} tokens per step at "
+                                 f"k={self.num_speculative_tokens}, not the quoted {self.quoted_accepted_length}")
+        if (self.value_without is None) != (self.value_with is None):
+            raise ValueError("give both value_without and value_with, or neither")
+        # throughputs (tok/s): the speed-up is with / without; the source rounds it to 2 decimals
+        if (self.value_without is not None and self.value_with is not None
+                and abs(self.value_with / self.value_without - self.speedup) > 0.01):
+            raise ValueError(f"speedup {self.speedup} is not value_with / value_without "
+                                 f"= {self.value_with / self.value_without:.3f}")
+        return self
+
+
+def load_lever_measurements(path: Path = LEVER_MEASUREMENTS_CSV, catalog: Catalog | None = None,
+                            ) -> list[LeverMeasurement]:
+    """lever_measurements.csv, validated: schema, unique row ids, models and GPUs in the catalog."""
+    with path.open(encoding="utf-8", newline="") as fh:
+        raw = [{k: (v if v != "" else None) for k, v in row.items()} for row in csv.DictReader(fh)]
+    rows = _validate(LeverMeasurement, raw, path)
+    _unique((r.row_id for r in rows), path, "row_id")
+    catalog = catalog if catalog is not None else load_catalog()
+    gpus = {g.id for g in catalog.gpus}
+    dtypes = {d.id for d in catalog.weight_dtypes}
+    for i, r in enumerate(rows, start=1):
+        if catalog.resolve_model(r.model) is None:
+            raise CatalogError(path, i, "model", f"'{r.model}' is not a catalog model")
+        if r.gpu not in gpus:
+            raise CatalogError(path, i, "gpu", f"'{r.gpu}' is not a catalog GPU")
+        if r.weight_dtype not in dtypes:
+            raise CatalogError(path, i, "weight_dtype", f"'{r.weight_dtype}' is not a catalog weight dtype")
+    return rows
 
 
 class SpeculativeDefault(_Strict):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
+from service.core.candidates import MODE_OFFLINE, MODE_RATE
 from service.core.types import F
 from service.units import GB_BYTES
 
@@ -149,6 +150,34 @@ def host_prefix_load_s(cached_tok: ArrayLike, kv_bytes_per_tok: ArrayLike, host_
     return _f64(cached_tok) * _f64(kv_bytes_per_tok) / (_f64(host_link_bw_gb_s) * GB_BYTES)
 
 
+# ---- the prefix working set and the KV offload tier --------------------------------------------------------
+
+
+def free_prefix_pool_tok(kv_pool_bytes: ArrayLike, running_seqs: ArrayLike, seq_bytes: ArrayLike,
+                         kv_tok_bytes: ArrayLike) -> F:
+    """Tokens of reusable prefixes the GPU's KV pool keeps beside the running batch: the pool less the running
+    sequences' KV, in tokens (all per GPU)."""
+    free = np.maximum(_f64(kv_pool_bytes) - _f64(running_seqs) * _f64(seq_bytes), 0.0)
+    return free / np.maximum(_f64(kv_tok_bytes), 1e-30)
+
+
+def prefix_tier_shares(free_tok: ArrayLike, host_tok: ArrayLike, working_set_tok: ArrayLike) -> tuple[F, F]:
+    """Shares of prefix-cache hits served from GPU blocks and from the host tier, of a working set of
+    ``working_set_tok`` tokens of reusable prefixes (distinct prefixes x their tokens).
+
+    Assumed: LRU eviction with every prefix of the set equally likely to be reused next, so the tier of
+    ``free_tok`` GPU tokens holds the most recent ``free_tok`` of the set: a hit finds its prefix on the GPU
+    with probability min(1, F / W), in the GPU or the host tier (``host_tok``) with min(1, (F + H) / W). The
+    rest is recomputed. A working set of 0 (not described) is served all from the GPU, as before.
+    """
+    w = _f64(working_set_tok)
+    known = w > 0.0
+    safe_w = np.where(known, w, 1.0)
+    gpu = np.where(known, np.minimum(1.0, _f64(free_tok) / safe_w), 1.0)
+    both = np.where(known, np.minimum(1.0, (_f64(free_tok) + _f64(host_tok)) / safe_w), 1.0)
+    return gpu, both - gpu
+
+
 # ---- CPU weight offload ---------------------------------------------------------------------------------
 
 
@@ -206,6 +235,64 @@ def prefix_cached_prompt_compute_s(sm: StepModel, prompt_tok: ArrayLike) -> F:
             + (s.attn_prefill(prompt) - s.attn_prefill(cached)) / (s.tp * sm.attn_rate_flops_s))
 
 
+# Fixed-point steps of Little's law for an open loop's running batch: from 0 the iterate rises monotonically
+# towards the least fixed point; a bound on work (the iterate is capped by the pool anyway), not a fitted figure
+RUNNING_BATCH_STEPS = 30
+
+
+def running_seqs(sm: StepModel) -> F:
+    """Sequences each serving unit runs in steady state, for the free-pool estimate: a closed loop's clients (or
+    an offline job's requests) per unit up to what the pool holds at mean context (``cap_mean``); an offline job
+    without a count fills the pool; an open loop solves Little's law b = rate x (TTFT + output x step(b))
+    on ``sm`` (the step model without levers), by fixed-point steps from 0."""
+    s = sm.s
+    per = _f64(s.load) / np.maximum(_f64(s.replicas), 1.0)
+    cap = _f64(s.cap_mean)
+    mode = np.asarray(s.mode)
+    out = np.where(per > 0.0, np.minimum(per, cap), cap)
+    rate = mode == MODE_RATE
+    if np.any(rate):
+        b = np.zeros_like(out)
+        for _ in range(RUNNING_BATCH_STEPS):
+            step_s = sm.decode_step(b)[0] + b * (s.isl / s.osl) * sm.c_prefill_s
+            b = np.minimum(per * (sm.ttft_fixed_s + sm.prefill_alone_s + s.osl * step_s), cap)
+        out = np.where(rate, b, out)
+    return np.where(mode == MODE_OFFLINE, np.where(per > 0.0, out, cap), out)
+
+
+@dataclass(frozen=True)
+class PrefixTiers:
+    """Where the prefix-cache hits of a described working set are served from (per candidate)."""
+
+    running_seqs: F     # sequences running per serving unit
+    free_tok: F         # reusable-prefix tokens the GPU pool keeps beside them
+    host_tok: F         # tokens the host tier holds (kv_offload_bytes over KV bytes per token)
+    gpu_share: F        # of the hits: found in GPU blocks
+    host_share: F       # loaded from the host tier; the rest (1 - both) is recomputed
+    host_load_s: F      # per request: the host-tier share of its cached prefix over the host link
+    recompute_s: F      # per request: prefilling those tokens instead (the marginal prompt-token time)
+    kv_tok_bytes: F     # KV bytes per token per GPU (at the workload's mean context)
+    prefill_tok_s: F    # marginal replica time of one prompt token (``c_prefill_s`` without levers)
+
+
+def prefix_tiers(sm: StepModel) -> PrefixTiers:
+    """The tiers of ``sm``'s candidates (their ``Static.prefix_working_set_tok`` > 0; ``sm`` without levers).
+
+    KV bytes per token per GPU are the running sequences' at the workload's mean context; each GPU loads its own
+    shard of a prefix over its own host link, so the load time is per GPU."""
+    s = sm.s
+    kv_tok = _f64(s.seq_mean) / (s.isl + s.osl / 2.0)
+    running = running_seqs(sm)
+    free = free_prefix_pool_tok(s.kv_pool, running, s.seq_mean, kv_tok)
+    host = _f64(s.kv_offload_bytes) / kv_tok
+    gpu_share, host_share = prefix_tier_shares(free, host, s.prefix_working_set_tok)
+    cached = cached_prefix_tok(s.isl, s.prefix_hit_rate, 1.0)
+    load_s = host_prefix_load_s(cached * host_share, kv_tok, _f64(s.host_link_bytes_s) / GB_BYTES)
+    return PrefixTiers(running_seqs=running, free_tok=free, host_tok=host, gpu_share=gpu_share,
+                       host_share=host_share, host_load_s=load_s, recompute_s=cached * host_share * sm.c_prefill_s,
+                       kv_tok_bytes=kv_tok, prefill_tok_s=_f64(sm.c_prefill_s))
+
+
 def with_levers(sm: StepModel) -> StepModel:
     """The step model of candidates with levers (``Static.spec_tokens``, ``prefix_hit_rate``,
     ``offload_bytes``): the one latency model the serving solve and the simulation both use.
@@ -224,10 +311,21 @@ def with_levers(sm: StepModel) -> StepModel:
       ``StepModel.draft_read_s``).
     - The token budget: a verify step's decodes take ``k + 1`` tokens each of it (``verify_tok``), and its
       prompt tokens are shared by the ``tau`` tokens it emits (``tok_per_step``; ``prompt_budget_tok``).
-    - Prefix cache: the prompt costs leave the cached prefix out (``prefix_cached_prefill_tok_s``).
+    - Prefix cache: the prompt costs leave the cached prefix out (``prefix_cached_prefill_tok_s``). With a
+      working set of reusable prefixes (``Static.prefix_working_set_tok``), only the hits the GPU pool or the
+      host tier holds are cached (``prefix_tiers``): the rest are recomputed, and each request waits for its
+      host-tier share to load before its prefill (added to ``ttft_fixed_s``: the load runs over the host link,
+      not on the GPU's compute, while the other requests keep stepping).
     The prompt tokens a step carries keep their per-token cost: per emitted token they are unchanged.
     """
     s = sm.s
+    hit: F | float = s.prefix_hit_rate
+    ttft_fixed = sm.ttft_fixed_s
+    tiers = None
+    if np.any(_f64(s.prefix_working_set_tok) > 0.0) and np.any(_f64(hit) > 0.0):
+        tiers = prefix_tiers(sm)
+        hit = _f64(hit) * (tiers.gpu_share + tiers.host_share)
+        ttft_fixed = ttft_fixed + tiers.host_load_s
     offload_s = sm.pp * _f64(s.offload_bytes) / _f64(s.host_link_bytes_s)
     k = _f64(s.spec_tokens)
     tau = expected_tokens_per_step_tok(s.spec_acceptance, k)
@@ -249,10 +347,9 @@ def with_levers(sm: StepModel) -> StepModel:
         comm_fixed_s=sm.comm_fixed_s / tau, comm_seq_s=sm.comm_seq_s * q / tau,
         step_fixed_s=(sm.step_fixed_s + offload_s + draft_s) / tau, seq_scale=1.0 / tau, flop_scale=q / tau,
         draft_expert_s=draft_expert / tau, draft_log_miss=draft_log_miss, verify_tok=q, tok_per_step=tau,
-        prefix_hit_rate=s.prefix_hit_rate)
+        prefix_hit_rate=hit, ttft_fixed_s=ttft_fixed, prefix_tiers=tiers)
     isl = s.isl
     out.c_prefill_s = out.prefill_tok_s(isl)
     out.prefill_compute_s = out.prompt_compute_s(isl)
-    out.prefill_alone_s = out.prefill_only_s(out.prefill_compute_s,
-                                             isl - cached_prefix_tok(isl, s.prefix_hit_rate, 1.0))
+    out.prefill_alone_s = out.prefill_only_s(out.prefill_compute_s, isl - cached_prefix_tok(isl, hit, 1.0))
     return out

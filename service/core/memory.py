@@ -80,7 +80,9 @@ class Static:
     draft_kv_tok_bytes: F | float = 0.0    # KV bytes per GPU the draft keeps (and each draft pass reads) per token
     prefix_hit_rate: F | float = 0.0       # share of each prompt's tokens served from the prefix cache
     offload_bytes: F | float = 0.0         # weight bytes per GPU streamed from host memory every forward pass
-    host_link_bytes_s: F | float = 1.0     # host-to-GPU bandwidth, bytes/s (used only with offload_bytes)
+    host_link_bytes_s: F | float = 1.0     # host-to-GPU bandwidth, bytes/s (used with offload_bytes, kv_offload_bytes)
+    prefix_working_set_tok: F | float = 0.0  # tokens of reusable prefixes the hits come from (0: not described)
+    kv_offload_bytes: F | float = 0.0      # host-memory KV tier per GPU, bytes (held prefixes reload over the link)
 
     # attention data parallelism and expert parallelism (service/core/moe_layout.py): DP ranks per replica
     # (``replicas`` counts DP ranks: each serves its own share of the load), and the bytes one GPU sends in

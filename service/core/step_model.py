@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from service.core.candidates import Params, take_rows
-from service.core.levers import prefix_cached_prefill_tok_s, prefix_cached_prompt_compute_s, with_levers
+from service.core.levers import PrefixTiers, prefix_cached_prefill_tok_s, prefix_cached_prompt_compute_s, with_levers
 from service.core.memory import Static
 from service.core.step_kernels import carried_prefill_f
 from service.core.types import B_, F
@@ -79,6 +79,8 @@ class StepModel:
     # per verify step (tau); a step here is a verify step per emitted token
     verify_tok: F | float = 1.0
     tok_per_step: F | float = 1.0
+    # with a described working set of reusable prefixes: where the hits are served from (levers.prefix_tiers)
+    prefix_tiers: PrefixTiers | None = None
 
     def decode_step(self, batch: F, ctx_tok: F | None = None) -> tuple[F, F]:
         """Replica step time with ``batch`` sequences decoding at mean context ``ctx_tok`` (default: the
@@ -153,7 +155,10 @@ class StepModel:
         """Candidate ``i`` alone: its Static as one-row arrays, every other field a float."""
         out: dict[str, Any] = {"s": self.s if len(self.s.isl) == 1 else take_rows(self.s, np.asarray([i]))}
         for f in fields(self):
-            if f.name != "s":
+            if f.name == "prefix_tiers":
+                tiers = self.prefix_tiers
+                out[f.name] = None if tiers is None or len(self.s.isl) == 1 else take_rows(tiers, np.asarray([i]))
+            elif f.name != "s":
                 v = getattr(self, f.name)
                 out[f.name] = v[i].item() if isinstance(v, np.ndarray) and v.ndim else v
         return StepModel(**out)

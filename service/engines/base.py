@@ -56,6 +56,7 @@ class LaunchSpec:
     port: int = DEFAULT_PORT
     speculative: SpeculativeLaunch | None = None    # speculative decoding (docs/levers.md)
     cpu_offload_gb: float | None = None             # weights per GPU in host memory, GB (1e9 bytes)
+    kv_offload_gb: float | None = None              # host-memory KV-cache tier per GPU, GB (1e9 bytes)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from service.engines.checkpoints import Checkpoint
 from service.engines.errors import LaunchError
 from service.engines.levers import draft_repository, method_name
 from service.engines.vocabulary import Vocabulary, check_yaml
+from service.units import GB_BYTES
 
 # CUDA-graph capture cap for TRT-LLM: larger batches run without graphs. 512 is the cap NVIDIA's own
 # DeepSeek-R1 trtllm-serve example uses (cuda_graph_config.max_batch_size 512 with max_batch_size 1024,
@@ -124,6 +125,10 @@ class TrtLlm:
         if s.enable_prefix_caching is not None and s.enable_prefix_caching != vocab.yaml_default(
                 "kv_cache_config.enable_block_reuse"):
             kv_cache["enable_block_reuse"] = s.enable_prefix_caching
+        if s.kv_offload_gb:
+            # bytes of host memory for offloaded blocks, of each rank's KV cache manager (features/kvcache.md,
+            # "Enable Offloading to Host Memory"): the contract's GB per GPU
+            kv_cache["host_cache_size"] = round(s.kv_offload_gb * GB_BYTES)
         if kv_cache:
             options["kv_cache_config"] = kv_cache
         if s.cpu_offload_gb:

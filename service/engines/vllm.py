@@ -224,6 +224,13 @@ class Vllm:
         if s.cpu_offload_gb:
             # the flag is in GiB ("The space in GiB to offload to CPU, per GPU"); the contract's field in GB
             argv.add("--cpu-offload-gb", round(s.cpu_offload_gb * GB_BYTES / GIB_BYTES, 3))
+        if s.kv_offload_gb:
+            # "Size of the KV cache offloading buffer in GiB. When TP > 1, this is the total buffer size summed
+            # across all TP ranks" (vLLM CacheConfig; the lmcache backend splits it over tp x pp ranks): the
+            # contract's field is GB per GPU, so the instance's total over its tp x pp GPUs, in GiB
+            ranks = s.tp * s.pp
+            argv.add("--kv-offloading-size", round(s.kv_offload_gb * ranks * GB_BYTES / GIB_BYTES, 3))
+            argv.add("--kv-offloading-backend", "native")
         if port != vocab.flag_default("--port"):
             argv.add("--port", port)
         return argv.items

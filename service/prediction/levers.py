@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gpu_catalog.levers import Levers, SpeculativeMeasurement
 from gpu_catalog.schema import ModelSpec
-from service.core.candidates import Candidates, take_rows
+from service.core.candidates import Candidates, Params, take_rows
 from service.core.levers import expected_tokens_per_step_tok
 from service.core.memory import Static, capacity
 from service.core.moe_layout import mtp_params
+from service.core.step_model import step_model
 from service.core.tables import Tables
 from service.core.types import F
 from service.engines.base import LaunchSpec, SpeculativeLaunch
@@ -43,6 +44,8 @@ class LeverChoice:
     host_link_gb_s: float | None        # host-to-GPU bandwidth, GB/s, with offload
     offload_bytes: float
     prefix_hit_rate: float
+    kv_offload_bytes: float = 0.0       # host KV tier per GPU
+    prefix_working_set_tok: float = 0.0  # 0: not described
 
 
 def hit_rate(dep: Deployment, wl: Workload) -> float:
@@ -65,14 +68,15 @@ def mtp_model_types(adv: Advisor) -> set[str]:
 
 def check_levers(adv: Advisor, model: ModelSpec, dep: Deployment, prefix: list[str | int]) -> None:
     """Raise InvalidRequest for a lever the engine version, the catalog, the model or the GPU cannot serve."""
-    if dep.speculative is None and dep.cpu_offload_gb is None:
+    if dep.speculative is None and dep.cpu_offload_gb is None and dep.kv_offload_gb is None:
         return
     levers: Levers = adv.levers
     version = engine_version(adv, dep)
     eng = levers.engine(dep.engine, version)
     known = sorted(f"{e.engine} {e.version}" for e in levers.engine_levers)
     if eng is None:
-        field = "speculative" if dep.speculative is not None else "cpu_offload_gb"
+        field = ("speculative" if dep.speculative is not None else
+                 "cpu_offload_gb" if dep.cpu_offload_gb is not None else "kv_offload_gb")
         raise InvalidRequest([*prefix, field], f"no lever settings are known for {dep.engine} {version}; "
                              f"engine versions with them: {', '.join(known)}", valid=known)
     spec = dep.speculative
@@ -102,6 +106,16 @@ def check_levers(adv: Advisor, model: ModelSpec, dep: Deployment, prefix: list[s
                                  valid=with_offload)
         if levers.host_link_bw_gb_s_per_direction(dep.gpu) is None:
             raise InvalidRequest([*prefix, "cpu_offload_gb"], f"the host link of {dep.gpu} is not in the catalog")
+    if dep.kv_offload_gb is not None:
+        if eng.kv_offload is None:
+            with_kv = sorted(f"{e.engine} {e.version}" for e in levers.engine_levers if e.kv_offload)
+            raise InvalidRequest([*prefix, "kv_offload_gb"], f"{dep.engine} {version} has no KV-cache offload to "
+                                 f"host memory; engine versions with it: {', '.join(with_kv)}", valid=with_kv)
+        if levers.host_link_bw_gb_s_per_direction(dep.gpu) is None:
+            raise InvalidRequest([*prefix, "kv_offload_gb"], f"the host link of {dep.gpu} is not in the catalog")
+        if dep.engine_args.enable_prefix_caching is False:
+            raise InvalidRequest([*prefix, "kv_offload_gb"], "a host KV tier holds prefix-cache blocks: it needs "
+                                 "prefix caching (engine_args.enable_prefix_caching is false)")
 
 
 def lever_choice(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload) -> LeverChoice:
@@ -115,11 +129,13 @@ def lever_choice(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload) 
             m: SpeculativeMeasurement | None = adv.levers.default_acceptance(spec.method, model.id)
             assert m is not None   # check_levers refused a method without a default
             a, source, measured_k = m.acceptance_rate, f"{m.id}: {m.source} ({m.workload})", m.num_speculative_tokens
-    link = adv.levers.host_link_bw_gb_s_per_direction(dep.gpu) if dep.cpu_offload_gb else None
+    link = adv.levers.host_link_bw_gb_s_per_direction(dep.gpu) if dep.cpu_offload_gb or dep.kv_offload_gb else None
     return LeverChoice(
         method=spec.method if spec else None, num_speculative_tokens=spec.num_speculative_tokens if spec else 0,
         acceptance_rate=a, acceptance_source=source, measured_at_tokens=measured_k, host_link_gb_s=link,
-        offload_bytes=float(dep.cpu_offload_gb or 0.0) * GB_BYTES, prefix_hit_rate=hit_rate(dep, wl))
+        offload_bytes=float(dep.cpu_offload_gb or 0.0) * GB_BYTES, prefix_hit_rate=hit_rate(dep, wl),
+        kv_offload_bytes=float(dep.kv_offload_gb or 0.0) * GB_BYTES,
+        prefix_working_set_tok=float(wl.prefix_working_set_tokens or 0))
 
 
 def draft_repository(adv: Advisor, model: ModelSpec, dep: Deployment) -> str | None:
@@ -141,7 +157,10 @@ def with_launch_levers(adv: Advisor, spec: LaunchSpec, dep: Deployment, wl: Work
     prefix = spec.enable_prefix_caching
     if prefix is None and wl is not None and hit_rate(dep, wl):
         prefix = True
+    if dep.kv_offload_gb:    # the host tier holds prefix-cache blocks
+        prefix = True
     return replace(spec, enable_prefix_caching=prefix, cpu_offload_gb=dep.cpu_offload_gb,
+                   kv_offload_gb=dep.kv_offload_gb,
                    speculative=SpeculativeLaunch(s.method, s.num_speculative_tokens, draft) if s else None)
 
 
@@ -259,6 +278,8 @@ def with_lever_terms(adv: Advisor, t: Tables, c: Candidates, s: Static, deps: li
         draft_pass_bytes=np.concatenate([z.pass_bytes for z in sizes]),
         draft_expert_bytes=np.concatenate([z.expert_bytes for z in sizes]),
         prefix_hit_rate=np.asarray([ch.prefix_hit_rate for ch in choices]), offload_bytes=offload,
+        kv_offload_bytes=np.asarray([ch.kv_offload_bytes for ch in choices]),
+        prefix_working_set_tok=np.asarray([ch.prefix_working_set_tok for ch in choices]),
         host_link_bytes_s=np.asarray([(ch.host_link_gb_s or 1.0) * GB_BYTES for ch in choices]))
 
 
@@ -287,6 +308,42 @@ def lever_notes(ch: LeverChoice, pp: int) -> list[str]:
         notes.append(f"prefix cache: {ch.prefix_hit_rate:.0%} of each prompt's tokens are served from the cache "
                      "and skip prefill compute (the uncached suffix still attends over the whole prompt); "
                      "assumed multi-turn history, whose KV blocks belong to one conversation: compute is saved, "
-                     "KV memory is not shared (a shared system prompt would also save memory); cached blocks "
-                     "are assumed not evicted")
+                     "KV memory is not shared (a shared system prompt would also save memory); "
+                     + ("cached blocks are assumed not evicted (workload.prefix_working_set_tokens not given)"
+                        if not ch.prefix_working_set_tok else
+                        "evicted blocks are recomputed or reloaded as the prefix working-set note says"))
+    if ch.kv_offload_bytes and (not ch.prefix_hit_rate or not ch.prefix_working_set_tok):
+        why = ("the workload has no prefix-cache hits" if not ch.prefix_hit_rate else
+               "without workload.prefix_working_set_tokens every hit is taken as served from GPU blocks")
+        notes.append(f"KV offload ({ch.kv_offload_bytes / GB_BYTES:g} GB per GPU of host memory): no modelled "
+                     f"gain: {why}")
     return notes
+
+
+def prefix_tier_note(s: Static, params: Params) -> str | None:
+    """What the answer says about a described working set of reusable prefixes (one candidate): where its hits
+    are served from, and the host tier's load against recomputing. None without a working set or hits."""
+    if not np.any(s.prefix_working_set_tok) or not np.any(s.prefix_hit_rate):
+        return None
+    tiers = step_model(s, params).prefix_tiers
+    if tiers is None:
+        return None
+
+    def v(x: Any) -> float:
+        return float(np.ravel(x)[0])
+
+    w = v(s.prefix_working_set_tok)
+    gpu, host = v(tiers.gpu_share), v(tiers.host_share)
+    text = (f"prefix working set: {w:,.0f} tokens of reusable prefixes against {v(tiers.free_tok):,.0f} tokens the "
+            f"KV pool keeps beside the {v(tiers.running_seqs):.1f} running sequences per replica; assumed LRU "
+            f"eviction with every prefix equally likely to be reused: {gpu:.0%} of the hits are found in GPU blocks")
+    if v(s.kv_offload_bytes):
+        text += (f", {host:.0%} in the host tier ({v(tiers.host_tok):,.0f} tokens), loaded over the "
+                 f"{v(s.host_link_bytes_s) / GB_BYTES:g} GB/s host link in {v(tiers.host_load_s) * 1e3:.2f} ms per "
+                 f"request (added to TTFT; recomputing them would take about {v(tiers.recompute_s) * 1e3:.2f} ms of "
+                 "prefill)")
+    rest = max(1.0 - gpu - host, 0.0)
+    text += f"; {rest:.0%} are recomputed" if rest > 0 else "; none is recomputed"
+    if rest > 0 and not v(s.kv_offload_bytes):
+        text += " (a host KV tier, deployment.kv_offload_gb, would hold them)"
+    return text

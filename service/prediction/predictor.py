@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from gpu_catalog.schema import ModelSpec
 from service.prediction.analytic import Analysed, analyse
 from service.prediction.launch_settings import launch, settings_for
+from service.prediction.levers import prefix_tier_note
 from service.prediction.response import response
 from service.prediction.simulation import SimMemo, simulate_deployment, skip_reason
 from service.prediction.validate import check_runnable, model_for
@@ -44,6 +45,8 @@ def predict_deployment(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Work
                    launch_of if fits else None)
     if skip and out.fits and options.enabled:
         out.notes.append(skip)
+    if out.fits and (tier_note := prefix_tier_note(static, params)) is not None:
+        out.notes.append(tier_note)
     return out
 
 

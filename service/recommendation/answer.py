@@ -43,7 +43,12 @@ from service.recommendation.rank import (
     pareto_candidates,
     violations,
 )
-from service.recommendation.relax_levers import offload_offer, speculative_offer
+from service.recommendation.relax_levers import (
+    kv_offload_offer,
+    offload_offer,
+    speculative_offer,
+    with_kv_offload_recs,
+)
 from service.recommendation.scenarios import Applied, apply_scenario, ranked_by
 from service.recommendation.search import Scored, ends, most, search_with_space
 from service.recommendation.search_levers import with_speculation
@@ -136,6 +141,9 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
                          "bounds do not rule out a place among those shown: verification predicts the analytic "
                          f"ranking's candidates in turn, at most top_k + {verify.MAX_EXTRA_CANDIDATES} "
                          "(search.unverified)")
+    if v.recs and "kv_offload" in ap.constraints.allowed_levers:
+        # the host KV tier, allowed: where the prefix working set outgrows a recommendation's free KV blocks
+        v.recs = with_kv_offload_recs(adv, a.model, req, ap, v.recs)
     points = front.pareto(adv, a.model, req, ap, s, pareto_candidates(s, best), v.chosen,
                           front.Predictions(v.recs, v.met, a.sims, a.no_checkpoint))
     explanation = None
@@ -154,6 +162,11 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
             spec = speculative_offer(adv, a.model, req, ap, [c.deployment for c in explanation.closest])
             if spec is not None:
                 v.recs, explanation = [spec], None
+        if explanation is not None and not len(fit):
+            # the host KV tier, allowed: the deployment closest to the bounds that meets them with one
+            kv = kv_offload_offer(adv, a.model, req, ap, [c.deployment for c in explanation.closest])
+            if kv is not None:
+                v.recs, explanation = [kv], None
         if explanation is not None and len(fit):
             # the model found deployments that meet the SLA, but none can be offered as ready to run
             why = [f"{k}: {val}" for k, val in v.skipped.items()] + [d for d in v.dropped if d.startswith("dropped")]

@@ -43,7 +43,9 @@ def deployment(s: Scored, i: int) -> Deployment:
     return Deployment(gpu=g, gpu_count=tp * pp * dp * reps, tp=tp, pp=pp, replicas=reps, weight_dtype=w, kv_dtype=k,
                       engine=e, engine_version=v, engine_args=args, multi_node=pp > 1,
                       **({"dp": dp, "ep": tp * dp} if dp > 1 else {}),
-                      **({"speculative": spec} if (spec := s.speculative(i)) is not None else {}))
+                      **({"speculative": spec} if (spec := s.speculative(i)) is not None else {}),
+                      **({"kv_offload_gb": gb} if s.kv_offload_gb is not None and (gb := float(s.kv_offload_gb[i]))
+                         else {}))
 
 
 def checked_launch(adv: Advisor, req: RecommendationRequest, dep: Deployment, no_checkpoint: dict[Any, str]) -> Launch:

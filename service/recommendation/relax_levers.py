@@ -6,6 +6,8 @@ with their effect, each predicted as POST /v1/predictions predicts it.
   fastest.
 - Speculative decoding when the deployments closest to the bounds miss them: each with the method the catalog
   has the model's own acceptance figure and draft for (an EAGLE-3 head, or MTP), at that figure's k.
+- A host KV tier (KV offload) when the workload's prefix working set outgrows a deployment's free KV blocks
+  and reloading a token over the host link is faster than prefilling it: sized to hold the rest of the set.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ import math
 from typing import TYPE_CHECKING, Literal
 
 from gpu_catalog.schema import ModelSpec
+from service.core.step_model import step_model
 from service.engines.checkpoints import offered_weight_dtypes
 from service.errors import InvalidRequest
 from service.prediction.analytic import analyse
 from service.prediction.launch_settings import settings_for
+from service.prediction.levers import engine_version, hit_rate
+from service.recommendation import verify
 from service.recommendation.offer import predicted_against
 from service.recommendation.scenarios import Applied
 from service.recommendation.space import TP_GRID
-from service.schemas.predictions import Deployment, EngineArgs, Speculative
+from service.schemas.predictions import Deployment, EngineArgs, Speculative, Workload
 from service.schemas.recommendations import DEFAULT_MAX_GPUS, Recommendation, RecommendationRequest, Relaxation
 from service.units import GB_BYTES, MS_PER_S
 
@@ -157,6 +162,81 @@ def speculative_offer(adv: Advisor, model: ModelSpec, req: RecommendationRequest
     return speculative_trial(adv, model, req, ap, near) if "speculative" in ap.constraints.allowed_levers else None
 
 
+def kv_offload_size_gb(adv: Advisor, model: ModelSpec, wl: Workload, dep: Deployment) -> float | None:
+    """The host KV tier worth giving ``dep`` (GB per GPU, whole GB): the part of the workload's prefix working set
+    the GPU's free KV blocks do not hold, when loading a token over the host link is faster than prefilling it.
+    None without a working set or hits, when the GPU pool holds the set, when loading is not faster, or when the
+    engine version or the GPU's host link cannot serve a tier (``dep`` already having one: None too)."""
+    if not wl.prefix_working_set_tokens or not hit_rate(dep, wl) or dep.kv_offload_gb:
+        return None
+    eng = adv.levers.engine(dep.engine, engine_version(adv, dep))
+    link_gb_s = adv.levers.host_link_bw_gb_s_per_direction(dep.gpu)
+    if eng is None or eng.kv_offload is None or link_gb_s is None:
+        return None
+    an = analyse(adv, model, wl, [dep])
+    tiers = step_model(an.static, an.params).prefix_tiers
+    if tiers is None or not bool(an.res.fits[0]):
+        return None
+    free_tok, kv_tok = float(tiers.free_tok[0]), float(tiers.kv_tok_bytes[0])
+    missing_tok = float(wl.prefix_working_set_tokens) - free_tok
+    if missing_tok <= 0 or kv_tok / (link_gb_s * GB_BYTES) >= float(tiers.prefill_tok_s[0]):
+        return None
+    return float(math.ceil(missing_tok * kv_tok / GB_BYTES))
+
+
+def with_kv_offload(adv: Advisor, model: ModelSpec, req: RecommendationRequest, dep: Deployment) -> Deployment | None:
+    """``dep`` with the host KV tier ``kv_offload_size_gb`` gives it (None: none worth giving, or it cannot run)."""
+    gb = kv_offload_size_gb(adv, model, req.workload, dep)
+    if gb is None:
+        return None
+    out = dep.model_copy(update={"kv_offload_gb": gb, "engine_version": engine_version(adv, dep)})
+    try:
+        adv.check_runnable(model, out, req.workload, ["deployment"])
+    except InvalidRequest:
+        return None
+    return out
+
+
+def kv_offload_trial(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied,
+                     near: list[Deployment]) -> Recommendation | None:
+    """The first of ``near`` that meets every bound of ``ap`` with a host KV tier (``with_kv_offload``)."""
+    for dep in near:
+        trial = with_kv_offload(adv, model, req, dep)
+        if trial is None:
+            continue
+        rec, over = predicted_against(adv, model, req, ap, trial, {})
+        if not over:
+            return rec
+    return None
+
+
+def kv_offload_offer(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied,
+                     near: list[Deployment]) -> Recommendation | None:
+    """With kv_offload allowed: the first deployment closest to the bounds that meets them with a host KV tier."""
+    return kv_offload_trial(adv, model, req, ap, near) if "kv_offload" in ap.constraints.allowed_levers else None
+
+
+def with_kv_offload_recs(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied,
+                         recs: list[Recommendation]) -> list[Recommendation]:
+    """With kv_offload allowed and a prefix working set beyond a recommendation's free KV blocks: the
+    recommendation with a host KV tier instead, when its prediction meets every bound with a lower TTFT at the
+    answer's percentile (the tier takes host memory, not GPUs: the price is the same). Its replica count is the
+    one found without the tier."""
+    if "kv_offload" not in ap.constraints.allowed_levers or not req.workload.prefix_working_set_tokens:
+        return recs
+    out = []
+    for rec in recs:
+        trial = with_kv_offload(adv, model, req, rec.deployment) if rec.predicted is not None else None
+        if trial is not None and rec.predicted is not None:
+            new, over = predicted_against(adv, model, req, ap, trial, {})
+            before = verify.sla_values(rec.predicted, ap.percentile)["ttft_ms"]
+            if not over and new.predicted is not None and \
+                    verify.sla_values(new.predicted, ap.percentile)["ttft_ms"] < before:
+                rec = new.model_copy(update={"rank": rec.rank})
+        out.append(rec)
+    return out
+
+
 def relax_levers(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied,
                  nothing_fits: bool, near: list[Deployment] | None = None) -> list[Relaxation]:
     """The levers the request did not allow, where one would make the answer feasible: CPU offload when
@@ -172,6 +252,19 @@ def relax_levers(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap:
                 f"speculative decoding ({sp.method}, k={sp.num_speculative_tokens}) on {rec.deployment.replicas} x "
                 f"TP{rec.deployment.tp} {rec.deployment.gpu} meets every bound at about "
                 f"{rec.predicted.tpot_ms:.1f} ms TPOT; allow it with constraints.levers including speculative")))
+    if near and "kv_offload" not in cons.allowed_levers and req.workload.prefix_working_set_tokens:
+        rec = kv_offload_trial(adv, model, req, ap, near)
+        if rec is not None and rec.deployment.kv_offload_gb and rec.predicted is not None:
+            d = rec.deployment
+            ttft_ms = verify.sla_values(rec.predicted, ap.percentile)["ttft_ms"]
+            at = "" if ap.percentile == "mean" else f"{ap.percentile} "
+            out.append(Relaxation(kind="kv_offload", value=d.kv_offload_gb, deployment=d, detail=(
+                f"the prefix working set ({req.workload.prefix_working_set_tokens:,} tokens) outgrows the GPU's free "
+                f"KV blocks, so most prefix-cache hits are recomputed: a host KV tier of {d.kv_offload_gb:g} GB per "
+                f"GPU on {d.replicas} x TP{d.tp} {d.gpu} ({d.engine} {d.engine_version}) reloads them over the host "
+                f"link instead and meets every bound at about {ttft_ms:.1f} ms {at}TTFT (host memory is "
+                "not in the catalog: each node must have it); allow it with constraints.levers including "
+                "kv_offload")))
     engines: list[str] = list(cons.engines or [OFFLOAD_ENGINE])
     if not nothing_fits or "cpu_offload" in cons.allowed_levers or OFFLOAD_ENGINE not in engines:
         return out

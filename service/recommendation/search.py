@@ -19,7 +19,7 @@ question (``Units``), and the serving solves already done.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -81,6 +81,8 @@ class Scored:
     # per candidate: its speculative decoding, an index into ``spec_options`` (-1 or None: none)
     spec: NDArray[np.int64] | None = None
     spec_options: tuple[Speculative, ...] = ()
+    # per candidate: the host KV tier it is searched with, GB per GPU (0 or None: none; the kv_offload lever)
+    kv_offload_gb: F | None = None
 
     def speculative(self, i: int) -> Speculative | None:
         """Candidate ``i``'s speculative decoding (None: none)."""
@@ -188,11 +190,15 @@ def space(adv: Advisor, cache: LayoutCache, req: RecommendationRequest, ap: Appl
         wds = [w for w in wds if w in offered]
     kvs = [k for k in kvs if QUALITY_RANK[adv.kv_dtypes[k].quality] <= max_q]
     max_gpus = int(cons.max_gpus or DEFAULT_MAX_GPUS)
-    key = (model.id, m_idx, tuple(engines), tuple(versions.values()), tuple(gpus), tuple(wds), tuple(kvs),
-           max_gpus, bool(cons.multi_node), wl.input_tokens, wl.output_tokens, wl.context_tokens, wl.mode)
+    key: tuple[Any, ...] = (model.id, m_idx, tuple(engines), tuple(versions.values()), tuple(gpus), tuple(wds),
+                            tuple(kvs), max_gpus, bool(cons.multi_node), wl.input_tokens, wl.output_tokens,
+                            wl.context_tokens, wl.mode)
+    kv_offload = "kv_offload" in cons.allowed_levers and bool(wl.prefix_working_set_tokens)
+    if wl.prefix_working_set_tokens:    # the free KV blocks depend on the load: a relaxed load gets its own units
+        key = (*key, kv_offload, load_of(wl))
     if key not in memo:
         memo[key] = units(adv, cache, model, tables, m_idx, wl, versions, gpus, wds, kvs, max_gpus,
-                          bool(cons.multi_node))
+                          bool(cons.multi_node), kv_offload)
     un = memo[key]
     if un is None:
         return None
@@ -265,7 +271,8 @@ def score(sp: Space, u: NDArray[np.int64], j: NDArray[np.int64], skip_by_floor: 
         tokens=toks_c, frac=un.table.dset[li_c, 2], n_gpus=n_gpus, usd_h=usd_h, fits=fits,
         ttft_ms=ttft * MS_PER_S, tpot_ms=tpot * MS_PER_S, e2e_ms=(ttft + sp.osl_1 * tpot) * MS_PER_S,
         ttft_floor_ms=ttft_floor * MS_PER_S, tpot_floor_ms=tpot_floor * MS_PER_S, out_tok_s=out_tok_s,
-        usd_per_m=usd_m, overloaded=overloaded, generated=sp.generated, scored=n, solved=len(sel))
+        usd_per_m=usd_m, overloaded=overloaded, generated=sp.generated, scored=n, solved=len(sel),
+        kv_offload_gb=None if un.kv_offload_gb is None or not un.kv_offload_gb.any() else un.kv_offload_gb[li_c])
 
 
 def every(adv: Advisor, cache: LayoutCache, req: RecommendationRequest, ap: Applied,

@@ -36,7 +36,14 @@ from service.recommendation import verify
 from service.recommendation.rank import best_per_layout, feasible
 from service.recommendation.scenarios import Applied
 from service.recommendation.search import Scored, Space, search_space, space_of
-from service.recommendation.space import MAX_BATCHED_TOKENS_GRID, MAX_NUM_SEQS_GRID, Units, candidates, floors
+from service.recommendation.space import (
+    MAX_BATCHED_TOKENS_GRID,
+    MAX_NUM_SEQS_GRID,
+    Units,
+    candidates,
+    floors,
+    prefix_working_set,
+)
 from service.schemas.predictions import Speculative
 from service.schemas.recommendations import RecommendationRequest
 from service.units import MS_PER_S
@@ -136,7 +143,8 @@ def spec_units(adv: Advisor, model: ModelSpec, req: RecommendationRequest, un: U
                 draft_kv_tok_bytes=draft_kv,
                 spec_acceptance=np.full(n_l, opt.acceptance_rate), draft_pass_bytes=draft.pass_bytes,
                 draft_expert_bytes=draft.expert_bytes,
-                prefix_hit_rate=float(wl.prefix_cache_hit_rate))
+                prefix_hit_rate=float(wl.prefix_cache_hit_rate),
+                **(prefix_working_set(wl, n_l) if wl.prefix_cache_hit_rate else {}))
     row = np.searchsorted(layouts, li_s)
     params = Params.from_matrix(table.params[layouts])
     sm = step_model(s, params)
@@ -155,8 +163,12 @@ def concat(parts: list[Scored], options: tuple[Speculative, ...]) -> Scored:
     """The candidates of ``parts`` as one search's (the first plain, each next one's ``spec`` set), in order."""
     first = parts[0]
     arrays = {f.name for f in fields(Scored) if isinstance(getattr(first, f.name), np.ndarray)}
-    joined: dict[str, Any] = {n: np.concatenate([getattr(p, n) for p in parts]) for n in arrays - {"spec"}}
+    joined: dict[str, Any] = {n: np.concatenate([getattr(p, n) for p in parts])
+                              for n in arrays - {"spec", "kv_offload_gb"}}
     out = replace(first, **joined)
+    if any(p.kv_offload_gb is not None for p in parts):     # (the speculative variants have no host KV tier)
+        out.kv_offload_gb = np.concatenate([np.zeros(len(p.layout)) if p.kv_offload_gb is None else p.kv_offload_gb
+                                            for p in parts])
     out.spec = np.concatenate([np.full(len(p.layout), -1, dtype=np.int64) if p.spec is None else p.spec
                                for p in parts])
     out.spec_options = options

@@ -22,6 +22,7 @@ from service.core.costmodel import (
     Candidates,
     Params,
     ServeInputs,
+    Static,
     StepModel,
     Tables,
     capacity,
@@ -31,7 +32,9 @@ from service.core.costmodel import (
 from service.core.residuals import Correction, correction
 from service.engines.defaults import is_current
 from service.errors import InvalidRequest
+from service.prediction.analytic import load_of
 from service.schemas.predictions import Workload
+from service.units import GB_BYTES
 
 if TYPE_CHECKING:
     from service.prediction.advisor import Advisor
@@ -155,6 +158,7 @@ class Units:
     tpot_lb_s: F
     fits: NDArray[np.bool_]
     corr: Correction | None = None          # per layout: users' measurements nearby (service/core/residuals.py)
+    kv_offload_gb: F | None = None          # per layout: the host KV tier its units are searched with, GB per GPU
     solves: dict[tuple[float, float | None], Solves] = field(default_factory=dict)   # by (load, quantile)
 
 
@@ -202,9 +206,19 @@ class LayoutCache:
         return self.held[1]
 
 
+def prefix_working_set(wl: Workload, n: int) -> dict[str, Any]:
+    """The Static fields a described prefix working set sets on ``n`` search units: the set, and the workload's
+    whole load on each unit's one replica, so that the free KV blocks beside its running batch are those of
+    the fewest replicas (the least: more replicas each run fewer sequences and keep more prefixes). Nothing
+    without a working set."""
+    if not wl.prefix_working_set_tokens:
+        return {}
+    return {"prefix_working_set_tok": float(wl.prefix_working_set_tokens), "load": np.full(n, load_of(wl))}
+
+
 def units(adv: Advisor, cache: LayoutCache, model: ModelSpec, tables: Tables, m_idx: int, wl: Workload,
           versions: dict[str, str], gpus: list[str], wds: list[str], kvs: list[str], max_gpus: int,
-          multi_node: bool) -> Units | None:
+          multi_node: bool, kv_offload: bool = False) -> Units | None:
     """The search's units (every setting of the grid of each allowed layout that can hold the weights)
     and what depends on neither the load nor the replica count: static terms, fitted parameters, latency
     floors. None when no layout is allowed."""
@@ -223,7 +237,7 @@ def units(adv: Advisor, cache: LayoutCache, model: ModelSpec, tables: Tables, m_
     t_min = np.minimum.reduce(tok_opts)
     static = static_terms(tables, candidates(lay, dset, m_idx, wl, li_all, s_min, t_min, np.ones(L), np.ones(L)))
     if wl.prefix_cache_hit_rate:    # the prefix cache's lever (step_model leaves the cached prefix's prefill out)
-        static = replace(static, prefix_hit_rate=float(wl.prefix_cache_hit_rate))
+        static = replace(static, prefix_hit_rate=float(wl.prefix_cache_hit_rate), **prefix_working_set(wl, L))
     fits_min = static.fits
     keep = np.flatnonzero(fits_min)
     # the units, setting-major; a setting equal to one before it for the same layout (a default equal
@@ -247,6 +261,11 @@ def units(adv: Advisor, cache: LayoutCache, model: ModelSpec, tables: Tables, m_
     # settings decide: the memory that is left for the KV cache, hence what fits and the batch it holds.
     params = Params.from_matrix(table.params)
     sm = step_model(static, params)
+    tier_gb = None
+    if kv_offload and wl.prefix_working_set_tokens and wl.prefix_cache_hit_rate:
+        static, tier_gb = with_kv_tier(adv, table, static, sm, float(wl.prefix_working_set_tokens))
+        if tier_gb.any():
+            sm = step_model(static, params)
     cap = capacity(tables, candidates(lay, dset, m_idx, wl, li_s, seqs_s, toks_s, np.ones(m), np.ones(m)),
                    static.weights[li_s], static.overhead[li_s], static.runnable[li_s], static.seq_full[li_s],
                    static.seq_mean[li_s])
@@ -259,7 +278,37 @@ def units(adv: Advisor, cache: LayoutCache, model: ModelSpec, tables: Tables, m_
         least = corr.floor_factors()
         ttft_lb, tpot_lb = ttft_lb * least[:, 0], tpot_lb * least[:, 1]
     return Units(table=table, fits_min=fits_min, li=li_s, seqs=seqs_s, toks=toks_s, mode=MODES[wl.mode],
-                 inputs=inputs, ttft_lb_s=ttft_lb[li_s], tpot_lb_s=tpot_lb[li_s], fits=cap.fits, corr=corr)
+                 inputs=inputs, ttft_lb_s=ttft_lb[li_s], tpot_lb_s=tpot_lb[li_s], fits=cap.fits, corr=corr,
+                 kv_offload_gb=tier_gb)
+
+
+def with_kv_tier(adv: Advisor, table: LayoutTable, static: Static, sm: StepModel,
+                 working_set_tok: float) -> tuple[Static, F]:
+    """The layouts' static terms with the host KV tier the kv_offload lever gives them, and its size per layout
+    (GB per GPU, whole GB; 0: none). A layout gets one where its engine version has KV offload, its GPU a host
+    link in the catalog, the working set outgrows the free KV blocks beside its running batch (``sm``'s
+    ``prefix_tiers``, at the search's one replica: the fewest free blocks) and reloading a token over the link
+    is faster than prefilling it (``relax_levers.kv_offload_size_gb``'s rule); sized to hold the rest of the
+    set."""
+    tiers = sm.prefix_tiers
+    if tiers is None:
+        return static, np.zeros(table.layouts.n)
+    n = table.layouts.n
+    link_gb_s = np.zeros(n)
+    for (e, v, g, wds, kvs, pairs), start in zip(table.layouts.blocks, table.layouts.starts, strict=True):
+        eng = adv.levers.engine(e, v)
+        link = adv.levers.host_link_bw_gb_s_per_direction(g)
+        if eng is not None and eng.kv_offload is not None and link is not None:
+            link_gb_s[start:start + len(wds) * len(kvs) * len(pairs)] = link
+    kv_tok = tiers.kv_tok_bytes
+    missing_tok = working_set_tok - tiers.free_tok
+    with np.errstate(divide="ignore"):
+        worth = (link_gb_s > 0) & (kv_tok / (link_gb_s * GB_BYTES) < tiers.prefill_tok_s)
+    gb = np.where(worth & (missing_tok > 0), np.ceil(np.maximum(missing_tok, 0.0) * kv_tok / GB_BYTES), 0.0)
+    if not gb.any():
+        return static, gb
+    return replace(static, kv_offload_bytes=gb * GB_BYTES,
+                   host_link_bytes_s=np.where(gb > 0, link_gb_s * GB_BYTES, 1.0)), gb
 
 def moe_dp_layouts(model: ModelSpec, node_gpus: int) -> list[tuple[int, int, int]]:
     """A MoE model's attention-DP layouts within one node: (TP 1, PP 1, DP d) with its experts split EP = d,

@@ -11,6 +11,8 @@ from service.core.simulate import PREDICTION_REQUESTS
 # Upper bounds that keep one request from asking for absurd work; generous for any real deployment.
 MAX_TOKENS_PER_REQUEST = 10_000_000
 MAX_CONCURRENCY = 1_000_000
+# a bound on input, not a physical limit: 10^12 tokens of reusable prefixes is far beyond any host memory
+MAX_PREFIX_WORKING_SET_TOKENS = 1_000_000_000_000
 MAX_REQUEST_RATE_PER_S = 1_000_000.0
 MAX_PARALLEL = 1024
 # Requests in one batch job, at most: 1e12 (a trillion requests, beyond any overnight job) keeps the job's
@@ -87,6 +89,13 @@ class Workload(_Body):
         "a concurrency workload is predicted in its steady state")
     prefix_cache_hit_rate: float = Field(default=0.0, ge=0.0, le=1.0,
                                          description="share of prompt tokens served from the prefix cache")
+    prefix_working_set_tokens: int | None = Field(
+        default=None, ge=1, le=MAX_PREFIX_WORKING_SET_TOKENS, exclude_if=lambda v: v is None,
+        description="tokens of the reusable prefixes the hits come from: distinct prefixes x their tokens "
+        "(conversations kept warm x their history, documents x their length); each replica (and attention DP "
+        "rank) is assumed to see the whole set (a load balancer that does not route by prefix). With it, only the "
+        "hits that the GPU's free KV blocks (or a deployment.kv_offload_gb host tier) hold are served from the "
+        "cache, the rest recomputed (LRU with uniform reuse); left out, every hit is served from GPU blocks")
     input_distribution: LengthDistribution | None = Field(
         default=None, description="how prompt lengths vary around input_tokens (default: all equal)")
     output_distribution: LengthDistribution | None = Field(
@@ -225,6 +234,12 @@ class Deployment(_Body):
     cpu_offload_gb: float | None = Field(
         default=None, gt=0, le=100_000, exclude_if=_unset,
         description="weights per GPU kept in host memory and streamed over the host link every step, GB (1e9 bytes)")
+    kv_offload_gb: float | None = Field(
+        default=None, gt=0, le=100_000, exclude_if=_unset,
+        description="host-memory KV-cache tier per GPU, GB (1e9 bytes): prefix blocks evicted from the GPU are "
+        "kept there and loaded back over the host link on a hit (vLLM 0.34.0 --kv-offloading-size, rendered as "
+        "the instance's total over its tp x pp ranks in GiB; TensorRT-LLM kv_cache_config.host_cache_size, per "
+        "rank, bytes); gains only with workload.prefix_working_set_tokens beyond the GPU's free KV blocks")
 
     @model_validator(mode="after")
     def _count(self) -> Deployment:

@@ -79,11 +79,12 @@ class Constraints(_Body):
         "near-lossless (FP8, INT8, NVFP4...), noticeable (INT4 too); default noticeable, chat: near-lossless")
     multi_node: bool = Field(default=False, description="allow pipeline stages across nodes")
     engine_versions: dict[str, str] | None = Field(default=None, description="engine -> version (default newest)")
-    levers: list[Literal["speculative", "cpu_offload", "prefix_cache"]] | None = Field(
-        default=None, max_length=3, exclude_if=lambda v: v is None,
+    levers: list[Literal["speculative", "cpu_offload", "prefix_cache", "kv_offload"]] | None = Field(
+        default=None, max_length=4, exclude_if=lambda v: v is None,
         description=f"levers the search may use (default {list(DEFAULT_LEVERS)}: prefix caching is on by default in "
-        "both engines and acts only on workload.prefix_cache_hit_rate); a relaxation may name one not allowed, "
-        "with its effect")
+        "both engines and acts only on workload.prefix_cache_hit_rate; kv_offload, a host-memory KV tier, acts "
+        "only with workload.prefix_working_set_tokens beyond the GPU's free KV blocks); a relaxation may name one "
+        "not allowed, with its effect")
 
     @property
     def allowed_levers(self) -> tuple[str, ...]:
@@ -213,7 +214,7 @@ class Closest(BaseModel):
 class Relaxation(BaseModel):
     kind: str = Field(description="ttft_ms | tpot_ms | e2e_ms | min_output_tok_s | concurrency | request_rate | "
                       "max_usd_per_hour | max_gpus | weight_dtypes | gpus | deadline_hours | cpu_offload | "
-                      "speculative (the last two: a lever constraints.levers did not allow)")
+                      "speculative | kv_offload (the last three: a lever constraints.levers did not allow)")
     value: Any = Field(
         description="the relaxed value that makes a candidate feasible (a number in the kind's unit, or ids)")
     detail: str = Field(description="the relaxation in words")

@@ -11,12 +11,14 @@ from service.core.levers import (
     cached_prefix_tok,
     draft_time_per_step_s,
     expected_tokens_per_step_tok,
+    free_prefix_pool_tok,
     host_prefix_load_s,
     kv_blocks_per_seq,
     offload_needed_bytes,
     offload_step_floor_s,
     offloaded_step_s,
     prefill_computed_tok,
+    prefix_tier_shares,
     speculative_tpot_s,
     verify_query_tok,
 )
@@ -198,3 +200,48 @@ def test_llama_70b_bf16_on_one_h100_needs_offload_by_hand() -> None:
     tpot = offloaded_step_s(step_s, offload, link_gb_s, False)
     assert float(tpot) == pytest.approx(69.1 / 63 + 141.1 / 3350)
     assert float(tpot) == pytest.approx(1.139, abs=1e-3)
+
+
+# ---- the prefix working set and the KV offload tier --------------------------------------------------------
+
+
+def test_free_prefix_pool_by_hand() -> None:
+    # Llama-3.1-8B BF16: 131072 KV bytes per token per GPU. A 40 GB pool with 32 sequences of 4224 tokens
+    # (32 x 4224 x 131072 = 17.72 GB) leaves 22.28 GB: 22.28e9 / 131072 = 169,980.9 tokens of prefixes.
+    seq = 4224 * 131072
+    got = free_prefix_pool_tok(40e9, [32, 0, 1000], seq, 131072)
+    assert got[0] == pytest.approx((40e9 - 32 * seq) / 131072)
+    assert got[1] == pytest.approx(40e9 / 131072)
+    assert got[2] == 0.0              # a batch that fills the pool leaves nothing (never negative)
+
+
+def test_tier_shares_by_hand() -> None:
+    # LRU, uniform reuse: W = 1M tokens, F = 250k free on the GPU, H = 500k in host memory: 25 % of the hits
+    # are on the GPU, min(1, 750k / 1M) - 25 % = 50 % in the host tier, 25 % recomputed.
+    gpu, host = prefix_tier_shares(250_000, 500_000, 1_000_000)
+    assert float(gpu) == pytest.approx(0.25) and float(host) == pytest.approx(0.5)
+    # a tier larger than the rest of the set: everything is held, the host share is what the GPU lacks
+    gpu, host = prefix_tier_shares(250_000, 5_000_000, 1_000_000)
+    assert float(gpu) == pytest.approx(0.25) and float(host) == pytest.approx(0.75)
+
+
+def test_no_offload_and_a_set_within_the_pool_change_nothing() -> None:
+    # offload 0: the GPU share alone; W <= F: every hit on the GPU, nothing for the host tier to hold
+    gpu, host = prefix_tier_shares([250_000, 2_000_000, 1_000_000], [0, 0, 700_000], [1_000_000] * 3)
+    assert gpu.tolist() == pytest.approx([0.25, 1.0, 1.0]) and host.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_no_working_set_keeps_every_hit_on_the_gpu() -> None:
+    # a working set of 0 (not described): the assumption before it, every hit served from GPU blocks
+    gpu, host = prefix_tier_shares(0, 1_000_000, 0)
+    assert float(gpu) == 1.0 and float(host) == 0.0
+
+
+def test_tier_shares_are_monotone_in_the_tier() -> None:
+    rng = np.random.default_rng(7)
+    free, w = rng.uniform(0, 2e6, 500), rng.uniform(1, 4e6, 500)
+    h1 = rng.uniform(0, 4e6, 500)
+    h2 = h1 + rng.uniform(0, 4e6, 500)
+    g1, o1 = prefix_tier_shares(free, h1, w)
+    g2, o2 = prefix_tier_shares(free, h2, w)
+    assert np.array_equal(g1, g2) and np.all(o2 >= o1 - 1e-15) and np.all(g1 + o1 <= 1.0 + 1e-15)

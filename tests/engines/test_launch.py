@@ -224,6 +224,13 @@ GOLDEN_CASES: dict[str, LaunchSpec] = {
     "trtllm-deepseek-r1-fp8-h200-tp8-mtp": LaunchSpec(
         "deepseek-ai/DeepSeek-R1", "h200-sxm", tp=8, pp=1, replicas=1, weight_dtype="fp8", kv_dtype="auto",
         engine="trtllm", max_model_len=16384, enable_prefix_caching=True, speculative=SpeculativeLaunch("mtp", 1)),
+    # a host KV tier (kv_offload_gb, GB per GPU) on vLLM 0.34.0 at TP 2 and on TensorRT-LLM 1.2
+    "vllm-llama31-70b-fp8-h100sxm-tp2-kvoffload": LaunchSpec(
+        "meta-llama/Llama-3.1-70B-Instruct", "h100-sxm", tp=2, pp=1, replicas=1, weight_dtype="fp8", kv_dtype="fp8",
+        engine="vllm", engine_version="0.34.0", max_model_len=16384, kv_offload_gb=100.0),
+    "trtllm-llama31-8b-bf16-h100sxm-kvoffload": LaunchSpec(
+        "meta-llama/Llama-3.1-8B-Instruct", "h100-sxm", tp=1, pp=1, replicas=1, weight_dtype="bf16", kv_dtype="auto",
+        engine="trtllm", max_model_len=8192, kv_offload_gb=64.0),
     # attention data parallelism + expert parallelism: DeepSeek-R1 (FP8 as released) on 8 x H200, tp 1 dp 8 ep 8
     "vllm-deepseek-r1-fp8-h200-dp8-ep8": LaunchSpec(
         "deepseek-ai/DeepSeek-R1", "h200-sxm", tp=1, pp=1, replicas=1, weight_dtype="fp8", kv_dtype="fp8",
@@ -249,8 +256,20 @@ def test_levers_render_as_the_engines_spell_them(catalog: Catalog) -> None:
     assert "kv_cache_config" not in trt          # block reuse is on by default in 1.2
 
 
+def test_kv_offload_renders_as_the_engines_spell_it(catalog: Catalog) -> None:
+    vllm = render_launch(GOLDEN_CASES["vllm-llama31-70b-fp8-h100sxm-tp2-kvoffload"], catalog)["args"]
+    # --kv-offloading-size is the instance's total over its TP ranks, in GiB: 100 GB x 2 GPUs = 2e11 / 2^30
+    assert vllm[vllm.index("--kv-offloading-size") + 1] == "186.265"
+    assert vllm[vllm.index("--kv-offloading-backend") + 1] == "native"
+    trt = yaml.safe_load(render_launch(GOLDEN_CASES["trtllm-llama31-8b-bf16-h100sxm-kvoffload"], catalog)["files"][
+        "extra_llm_api_options.yaml"])
+    # host_cache_size is bytes, per rank: 64 GB
+    assert trt["kv_cache_config"] == {"host_cache_size": 64_000_000_000}
+
+
 @pytest.mark.parametrize(("kw", "message"), [
     ({"engine": "trtllm", "cpu_offload_gb": 4.0}, "no weight offload"),
+    ({"engine_version": "0.11.0", "kv_offload_gb": 10.0}, "kv-offloading-size"),
     ({"speculative": SpeculativeLaunch("eagle3", 3)}, "draft repository"),
 ])
 def test_levers_that_cannot_render_raise(kw: dict[str, Any], message: str, catalog: Catalog) -> None:

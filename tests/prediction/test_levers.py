@@ -259,3 +259,86 @@ def test_a_draft_model_costs_more_than_an_eagle_head(client: TestClient) -> None
                                             **common}})["predicted"]["tpot_ms"]
     assert draft > head
     assert math.isfinite(draft)
+
+
+# ---- the prefix working set and the host KV tier -------------------------------------------------------------
+
+# Llama-3.1-8B, BF16 KV on one GPU: 131072 bytes per token (see test_draft_memory_is_in_the_prediction)
+KV_TOK_BYTES = 131072.0
+LONG = {"input_tokens": 4096, "output_tokens": 256, "concurrency": 32, "prefix_cache_hit_rate": 0.75}
+
+
+def test_working_set_tiers_by_hand(advisor: Advisor) -> None:
+    """The shares of the hits and the host load, computed here from the deployment's pool: the step model's hit
+    rate is the workload's times the held share, and each request waits for its host share to load."""
+    model = model_for(advisor, MODEL, None)
+    w_tok = 2_000_000
+    dep = Deployment(gpu="h100-sxm", weight_dtype="bf16", kv_dtype="auto", kv_offload_gb=100)
+    without = Workload(**LONG)
+    wl = Workload(**LONG, prefix_working_set_tokens=w_tok)
+    s0, p0, _, _ = analyse(advisor, model, without, [dep]).row(0)
+    s1, p1, _, _ = analyse(advisor, model, wl, [dep]).row(0)
+    assert float(s1.seq_mean[0]) / (4096 + 256 / 2) == KV_TOK_BYTES
+    # 32 clients on one replica, all held at once; the rest of the pool holds prefixes
+    free_tok = (float(s1.kv_pool[0]) - 32 * float(s1.seq_mean[0])) / KV_TOK_BYTES
+    host_tok = 100e9 / KV_TOK_BYTES                        # 762,939.5 tokens in 100 GB
+    gpu = min(1.0, free_tok / w_tok)
+    host = min(1.0, (free_tok + host_tok) / w_tok) - gpu
+    assert 0 < gpu < 1 and 0 < host < 1 - gpu
+    plain, lever = step_model(s0, p0), step_model(s1, p1)
+    assert float(np.ravel(lever.prefix_hit_rate)[0]) == pytest.approx(0.75 * (gpu + host), rel=1e-12)
+    # 3072 cached tokens (0.75 x 4096), the host share of them over PCIe 5.0 x16 (63 GB/s)
+    load_s = 3072 * host * KV_TOK_BYTES / (PCIE5_GB_S * GB_BYTES)
+    assert float(np.ravel(lever.ttft_fixed_s - plain.ttft_fixed_s)[0]) == pytest.approx(load_s, rel=1e-9)
+    tiers = lever.prefix_tiers
+    assert tiers is not None and float(tiers.free_tok[0]) == pytest.approx(free_tok)
+
+
+@pytest.mark.parametrize("simulate", [False, True])
+def test_a_working_set_beyond_the_pool_recomputes_and_a_host_tier_reloads(client: TestClient,
+                                                                          simulate: bool) -> None:
+    dep = {"engine_version": "0.34.0"}
+    assumed = ok(client, dep=dep, wl=LONG, simulate=simulate)
+    wide = {**LONG, "prefix_working_set_tokens": 5_000_000}
+    evicted = ok(client, dep=dep, wl=wide, simulate=simulate)
+    # 700 GB hold 700e9 / 131072 = 5.34M tokens: the whole set
+    tier = ok(client, dep={**dep, "kv_offload_gb": 700}, wl=wide, simulate=simulate)
+    # the hits the pool cannot hold are recomputed: slower than the assumption that every hit is cached;
+    # a tier that holds the set reloads them over the host link, faster than recomputing
+    assert evicted["predicted"]["prefill_ms"] > assumed["predicted"]["prefill_ms"]
+    assert evicted["predicted"]["ttft_ms"] > tier["predicted"]["ttft_ms"] > assumed["predicted"]["ttft_ms"]
+    note = next(n for n in tier["notes"] if n.startswith("prefix working set"))
+    assert "in the host tier" in note and "none is recomputed" in note
+    assert any("would hold them" in n for n in evicted["notes"])
+
+
+@pytest.mark.parametrize("simulate", [False, True])
+def test_a_working_set_within_the_pool_and_a_tier_without_one_change_nothing(client: TestClient,
+                                                                            simulate: bool) -> None:
+    dep = {"engine_version": "0.34.0"}
+    assumed = ok(client, dep=dep, wl=LONG, simulate=simulate)
+    small = ok(client, dep=dep, wl={**LONG, "prefix_working_set_tokens": 1000}, simulate=simulate)
+    assert small["predicted"] == assumed["predicted"]
+    # a tier without a working set (or without hits) has no modelled gain, and the answer says so
+    tier = ok(client, dep={**dep, "kv_offload_gb": 100}, wl=LONG, simulate=simulate)
+    assert tier["predicted"] == assumed["predicted"]
+    assert any(n.startswith("KV offload") and "no modelled gain" in n for n in tier["notes"])
+
+
+@pytest.mark.parametrize(("dep", "wl", "field"), [
+    ({"kv_offload_gb": 10, "engine_version": "0.11.0"}, {}, ["deployment", "kv_offload_gb"]),
+    ({"kv_offload_gb": -1}, {}, ["deployment", "kv_offload_gb"]),
+    ({"kv_offload_gb": 10, "engine_args": {"enable_prefix_caching": False}}, {}, ["deployment", "kv_offload_gb"]),
+    ({}, {"prefix_working_set_tokens": 0}, ["workload", "prefix_working_set_tokens"]),
+    ({}, {"prefix_working_set_tokens": -5}, ["workload", "prefix_working_set_tokens"]),
+])
+def test_kv_offload_that_cannot_run_is_a_422(client: TestClient, dep: dict[str, Any], wl: dict[str, Any],
+                                             field: list[str]) -> None:
+    r = post(client, dep=dep, wl=wl)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == field
+
+
+def test_kv_offload_on_vllm_0_11_names_the_versions_with_it(client: TestClient) -> None:
+    r = post(client, dep={"kv_offload_gb": 10, "engine_version": "0.11.0"})
+    assert r.json()["valid"] == ["trtllm 1.2", "vllm 0.34.0"]

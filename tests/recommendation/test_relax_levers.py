@@ -113,3 +113,66 @@ def test_speculation_is_used_when_allowed(client: TestClient) -> None:
     assert rec["deployment"]["speculative"]["method"] == "eagle3"
     assert rec["predicted"]["tpot_ms"] <= 5
     assert "--speculative-config" in rec["launch"]["command"]
+
+
+# ---- the host KV tier (kv_offload) ---------------------------------------------------------------------------
+
+# 90 % of each 8192-token prompt is a reusable prefix, of a working set of 5M tokens (e.g. 610 documents of
+# 8192 tokens): far beyond the free KV blocks of one H100 (a few hundred thousand tokens in BF16)
+WIDE: dict[str, Any] = {"model": "meta-llama/Llama-3.1-8B-Instruct",
+                        "workload": {"input_tokens": 8192, "output_tokens": 256, "concurrency": 64,
+                                     "prefix_cache_hit_rate": 0.9, "prefix_working_set_tokens": 5_000_000},
+                        "sla": {"ttft_ms": 300, "percentile": "p95"},
+                        "constraints": {"gpus": ["h100-sxm"], "max_gpus": 1, "engines": ["vllm"]}, "top_k": 2}
+
+
+def with_levers(body: dict[str, Any], levers: list[str] | None) -> dict[str, Any]:
+    out = copy.deepcopy(body)
+    if levers is not None:
+        out["constraints"]["levers"] = levers
+    return out
+
+
+def test_kv_offload_is_named_as_a_relaxation_when_not_allowed(client: TestClient) -> None:
+    answer = client.post("/v1/recommendations", json=WIDE).json()
+    assert answer["feasible"] is False
+    relax = next(r for r in answer["explanation"]["relaxations"] if r["kind"] == "kv_offload")
+    dep = relax["deployment"]
+    assert dep["kv_offload_gb"] == relax["value"] > 0 and dep["engine_version"] == "0.34.0"
+    assert "allow it with constraints.levers including kv_offload" in relax["detail"]
+    # its figure is the deployment's prediction, which meets the bound
+    pred = client.post("/v1/predictions", json={"model": WIDE["model"], "deployment": dep,
+                                                "workload": WIDE["workload"]}).json()
+    p95 = pred["predicted"]["simulation"]["ttft_ms"]["p95"]
+    assert p95 <= 300 and f"about {p95:.1f} ms p95 TTFT" in relax["detail"]
+    assert any("in the host tier" in n for n in pred["notes"])
+
+
+def test_kv_offload_is_used_only_when_allowed(client: TestClient) -> None:
+    allowed = client.post("/v1/recommendations", json=with_levers(WIDE, ["prefix_cache", "kv_offload"])).json()
+    assert allowed["feasible"] is True
+    recs = allowed["recommendations"]
+    assert recs and all(r["deployment"].get("kv_offload_gb") for r in recs)
+    assert all("--kv-offloading-size" in r["launch"]["command"] for r in recs)
+    # not allowed (the default levers), a looser bound: feasible, and no deployment has a tier
+    loose = copy.deepcopy(WIDE)
+    loose["sla"]["ttft_ms"] = 5000
+    plain = client.post("/v1/recommendations", json=loose).json()
+    assert plain["feasible"] is True
+    assert not any(r["deployment"].get("kv_offload_gb") for r in plain["recommendations"])
+
+
+def test_kv_offload_without_a_working_set_changes_nothing(client: TestClient) -> None:
+    body = copy.deepcopy(WIDE)
+    del body["workload"]["prefix_working_set_tokens"]
+    body["sla"]["ttft_ms"] = 2000
+    plain = client.post("/v1/recommendations", json=body).json()
+    allowed = client.post("/v1/recommendations", json=with_levers(body, ["prefix_cache", "kv_offload"])).json()
+    assert [r["deployment"] for r in plain["recommendations"]] == [r["deployment"] for r in allowed["recommendations"]]
+    assert not any(r["deployment"].get("kv_offload_gb") for r in allowed["recommendations"])
+
+
+def test_an_unknown_lever_is_a_422_naming_the_choices(client: TestClient) -> None:
+    r = client.post("/v1/recommendations", json=with_levers(WIDE, ["kv_offloading"]))
+    assert r.status_code == 422
+    assert r.json()["field"][:2] == ["constraints", "levers"] and "kv_offload" in r.text
