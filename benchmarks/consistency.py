@@ -19,6 +19,11 @@ requirement set. Printed:
 
     python benchmarks/consistency.py                  # 300 deployments x workloads, 60 searches
     python benchmarks/consistency.py --samples 1000 --searches 0
+
+Speculative deployments (``--spec-samples``, drawn after the others so that those stay the same): random
+deployments with EAGLE-3 (any model, the catalog's method-wide default acceptance) or DeepSeek-R1 with its
+MTP module, at k 1-5; their simulated / analytic ratios are printed apart, and their percentile order and
+false rejects counted with the rest.
 """
 
 from __future__ import annotations
@@ -64,6 +69,26 @@ def random_case(rng: random.Random) -> dict[str, Any]:
                          "output_tokens": rng.choice([16, 128, 256, 1024]), **load}}
 
 
+SPEC_MODELS = ["deepseek-ai/DeepSeek-R1"]
+SPEC_GPUS = ["h200-sxm", "b200", "h100-sxm"]
+
+
+def random_spec_case(rng: random.Random) -> dict[str, Any]:
+    """A random deployment with speculative decoding: EAGLE-3 on a random case, or DeepSeek-R1's MTP on 8 GPUs."""
+    if rng.random() < 0.3:
+        body = random_case(rng)
+        body["model"] = rng.choice(SPEC_MODELS)
+        body["deployment"].update({"gpu": rng.choice(SPEC_GPUS), "tp": 8, "replicas": 1, "weight_dtype": "fp8",
+                                   "kv_dtype": "auto"})
+        body["workload"]["input_tokens"] = min(body["workload"]["input_tokens"], 8000)
+        method = "mtp"
+    else:
+        body = random_case(rng)
+        method = "eagle3"
+    body["deployment"]["speculative"] = {"method": method, "num_speculative_tokens": rng.choice([1, 2, 3, 5])}
+    return body
+
+
 def rel(a: float | None, b: float | None) -> float:
     if a is None or b is None:
         return 0.0 if a == b else math.inf
@@ -96,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=300, help="random deployments x workloads predicted")
     ap.add_argument("--searches", type=int, default=60, help="of those meeting an SLA, how many are searched")
+    ap.add_argument("--spec-samples", type=int, default=60,
+                    help="random deployments with speculative decoding predicted (after the others)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
@@ -108,12 +135,17 @@ def main(argv: list[str] | None = None) -> int:
         order_bad: list[str] = []
         fitting: list[tuple[dict[str, Any], dict[str, Any]]] = []
         n_pred = 0
-        for _ in range(args.samples):
-            body = random_case(rng)
+        spec_rng = random.Random(args.seed + 1)
+        spec_ratios: dict[tuple[str, str], list[float]] = {}
+        n_spec = 0
+        for i in range(args.samples + args.spec_samples):
+            spec = i >= args.samples
+            body = random_spec_case(spec_rng) if spec else random_case(rng)
             r = client.post("/v1/predictions", json=body)
             if r.status_code != 200 or not r.json()["fits"]:
                 continue
-            n_pred += 1
+            n_pred += not spec
+            n_spec += spec
             p = r.json()["predicted"]
             order_bad += [f"{body}: {v}" for v in order_violations(p)]
             if p["simulation"] is None:
@@ -128,14 +160,15 @@ def main(argv: list[str] | None = None) -> int:
                     res.ttft_s, params.ttft_fixed_s, res.prefill_s, q)
                 key = "" if q is None else f"_{q_name}"
                 sim_ttft, sim_tpot = p[f"ttft{key}_ms"] / 1e3, p[f"tpot{key}_ms"] / 1e3
-                ratios.setdefault(("ttft", q_name), []).append(sim_ttft / float(ttft_a[0]))
-                ratios.setdefault(("tpot", q_name), []).append(sim_tpot / float(res.tpot_s[0]))
+                into = spec_ratios if spec else ratios
+                into.setdefault(("ttft", q_name), []).append(sim_ttft / float(ttft_a[0]))
+                into.setdefault(("tpot", q_name), []).append(sim_tpot / float(res.tpot_s[0]))
                 # rounding of the response's figures (0.01 ms TTFT, 0.001 ms TPOT) aside
                 if float(ttft_floor[0]) > sim_ttft + 1e-5 or float(tpot_floor[0]) > sim_tpot + 1e-6:
                     false_rejects.append(f"{q_name} {body}: floor ttft {float(ttft_floor[0]) * 1e3:.2f} vs "
                                          f"{sim_ttft * 1e3:.2f}, tpot {float(tpot_floor[0]) * 1e3:.3f} vs "
                                          f"{sim_tpot * 1e3:.3f} ms")
-            if body["workload"].get("offline") is None and not p["simulation"]["saturated"]:
+            if not spec and body["workload"].get("offline") is None and not p["simulation"]["saturated"]:
                 fitting.append((body, p))
         n_cmp = len(ratios.get(("ttft", "mean"), []))
         print(f"predictions: {n_pred} fitting deployments of {args.samples} random ones; {n_cmp} simulated")
@@ -145,13 +178,14 @@ def main(argv: list[str] | None = None) -> int:
         for v in order_bad[:5]:
             print("  ", v)
         print("simulated / analytic (the reference over the search's estimate), by percentile:")
-        for (metric, q), v in sorted(ratios.items()):
-            a = np.asarray(v)
-            print(f"  {metric} {q:>4}: min {a.min():.3f}  p1 {np.percentile(a, 1):.3f}  p10 {np.percentile(a, 10):.3f}"
-                  f"  median {np.median(a):.3f}  p90 {np.percentile(a, 90):.3f}  max {a.max():.3f}  "
-                  f"median |error| {np.median(np.abs(1 / a - 1)) * 100:.1f}%")
+        print_ratios(ratios)
+        n_spec_cmp = len(spec_ratios.get(("ttft", "mean"), []))
+        if args.spec_samples:
+            print(f"speculative deployments: {n_spec} fitting of {args.spec_samples}; {n_spec_cmp} simulated; "
+                  "simulated / analytic:")
+            print_ratios(spec_ratios)
         print(f"false rejects (a floor the search prunes with above the simulated figure): {len(false_rejects)} of "
-              f"{n_cmp * 5} candidate x percentile")
+              f"{(n_cmp + n_spec_cmp) * 5} candidate x percentile")
         for v in false_rejects[:5]:
             print("  ", v)
 
@@ -202,6 +236,14 @@ def main(argv: list[str] | None = None) -> int:
               f"relaxations, Pareto points; {searched} searches + {len(REQUIREMENTS)} search_speed requirements): "
               f"{worst[0]:.3g} {worst[1]}")
     return 0
+
+
+def print_ratios(ratios: dict[tuple[str, str], list[float]]) -> None:
+    for (metric, q), v in sorted(ratios.items()):
+        a = np.asarray(v)
+        print(f"  {metric} {q:>4}: min {a.min():.3f}  p1 {np.percentile(a, 1):.3f}  p10 {np.percentile(a, 10):.3f}"
+              f"  median {np.median(a):.3f}  p90 {np.percentile(a, 90):.3f}  max {a.max():.3f}  "
+              f"median |error| {np.median(np.abs(1 / a - 1)) * 100:.1f}%")
 
 
 def check_answer(client: TestClient, req: dict[str, Any], ans: dict[str, Any]) -> tuple[float, str]:

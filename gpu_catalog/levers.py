@@ -10,7 +10,7 @@ must match its ``pcie_bw_gb_s_bidir``. A bad value raises ``CatalogError`` namin
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -159,6 +159,13 @@ class SpeculativeDefault(_Strict):
     why: str = Field(min_length=10, description="why this figure, or why none")
 
 
+class MtpModules(_Strict):
+    model: str = Field(description="catalog model id")
+    num_nextn_predict_layers: int = Field(ge=1, le=16, description="config.json: MTP modules the checkpoint ships")
+    quote: str = Field(min_length=10)
+    source: str = Field(min_length=8)
+
+
 class HostLink(_Strict):
     id: str = Field(min_length=3)
     name: str
@@ -209,6 +216,7 @@ class Levers:
     host_links: list[HostLink]
     gpu_host_links: list[GpuHostLink]
     engine_levers: list[EngineLevers]
+    mtp_modules: list[MtpModules] = field(default_factory=list)
 
     @cached_property
     def _measurement(self) -> dict[str, SpeculativeMeasurement]:
@@ -223,6 +231,14 @@ class Levers:
         row = self._default.get((method, model_id)) or self._default.get((method, None))
         return None if row is None or row.measurement is None else self._measurement[row.measurement]
 
+    def mtp_modules_of(self, model_id: str, model_type: str | None, types: dict[str, str]) -> int | None:
+        """MTP modules the checkpoint ``model_id`` ships: its own row, else that of a listed model of the same
+        architecture (``types``: catalog model id -> model_type); None when neither is listed."""
+        rows = {r.model: r.num_nextn_predict_layers for r in self.mtp_modules}
+        if model_id in rows:
+            return rows[model_id]
+        return next((n for mid, n in rows.items() if model_type is not None and types.get(mid) == model_type), None)
+
     def host_link_bw_gb_s_per_direction(self, gpu_id: str) -> float | None:
         links = {h.id: h.bw_gb_s_per_direction for h in self.host_links}
         return next((links[g.link] for g in self.gpu_host_links if g.gpu == gpu_id), None)
@@ -232,9 +248,10 @@ class Levers:
 
 
 def _check_models(levers: Levers, catalog: Catalog, path: Path) -> None:
-    named = {
+    named: dict[str, list[str | None]] = {
         "speculative_measurements": [m.model for m in levers.measurements],
         "speculative_defaults": [d.model for d in levers.defaults],
+        "mtp_modules": [*(r.model for r in levers.mtp_modules)],
     }
     for what, models in named.items():
         for i, model in enumerate(models, start=1):
@@ -329,6 +346,7 @@ def load_levers(data_dir: Path = DATA_DIR, catalog: Catalog | None = None) -> Le
         host_links=_validate(HostLink, raw, path, "host_links"),
         gpu_host_links=_validate(GpuHostLink, raw, path, "gpu_host_links"),
         engine_levers=_validate(EngineLevers, raw, path, "engine_levers"),
+        mtp_modules=_validate(MtpModules, raw, path, "mtp_modules"),
     )
     _unique((m.id for m in levers.measurements), path, "id")
     _unique((h.id for h in levers.host_links), path, "id")

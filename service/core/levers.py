@@ -306,7 +306,11 @@ def with_levers(sm: StepModel) -> StepModel:
       compute, all-reduce traffic and routed experts grow with ``k + 1``. Each term is scaled alone, and the
       smooth maximum is homogeneous, so ``decode_step(b)`` is ``(t_verify(b) + t_draft) / tau``
       (``speculative_tpot_s``); with acceptance 0 every term is at least the plain one (never faster).
-      A draft pass reads ``draft_pass_bytes`` at the fitted bandwidth (memory-bound at decode batches).
+      A draft pass reads ``draft_pass_bytes`` at the fitted bandwidth (memory-bound at decode batches), and an
+      MoE draft (MTP) the routed experts of ``draft_expert_bytes`` its batch routes to (``draft_expert_s``,
+      ``StepModel.draft_read_s``).
+    - The token budget: a verify step's decodes take ``k + 1`` tokens each of it (``verify_tok``), and its
+      prompt tokens are shared by the ``tau`` tokens it emits (``tok_per_step``; ``prompt_budget_tok``).
     - Prefix cache: the prompt costs leave the cached prefix out (``prefix_cached_prefill_tok_s``). With a
       working set of reusable prefixes (``Static.prefix_working_set_tok``), only the hits the GPU pool or the
       host tier holds are cached (``prefix_tiers``): the rest are recomputed, and each request waits for its
@@ -327,6 +331,11 @@ def with_levers(sm: StepModel) -> StepModel:
     tau = expected_tokens_per_step_tok(s.spec_acceptance, k)
     q = k + 1.0
     draft_s = draft_time_per_step_s(_f64(s.draft_pass_bytes) / sm.bw_bytes_s, k)
+    # an MoE draft (MTP) reads, per pass over the batch's b tokens, the routed experts they route to:
+    # draft_expert_s x (1 - (1 - experts per token / experts)^b), with the target's routing (log_miss before
+    # the verify step's k + 1 scaling); 0 for a dense draft
+    draft_expert = draft_time_per_step_s(_f64(s.draft_expert_bytes) / sm.bw_bytes_s, k)
+    draft_log_miss = np.where(draft_expert > 0, np.where(sm.moe, sm.log_miss, 0.0), 0.0)
     # per sequence, the verify step reads the target's KV of the mean context (not the k empty draft slots
     # memory holds for it), and each of the k draft passes the draft's own KV of it
     ctx_mean = s.isl + s.osl / 2.0
@@ -337,6 +346,7 @@ def with_levers(sm: StepModel) -> StepModel:
         log_miss=sm.log_miss * q, seq_s=seq_s / tau, flop_s_seq=sm.flop_s_seq * q / tau,
         comm_fixed_s=sm.comm_fixed_s / tau, comm_seq_s=sm.comm_seq_s * q / tau,
         step_fixed_s=(sm.step_fixed_s + offload_s + draft_s) / tau, seq_scale=1.0 / tau, flop_scale=q / tau,
+        draft_expert_s=draft_expert / tau, draft_log_miss=draft_log_miss, verify_tok=q, tok_per_step=tau,
         prefix_hit_rate=hit, ttft_fixed_s=ttft_fixed, prefix_tiers=tiers)
     isl = s.isl
     out.c_prefill_s = out.prefill_tok_s(isl)

@@ -76,6 +76,7 @@ class Static:
     spec_tokens: F | float = 0.0           # k, draft tokens per verify step (0: no speculative decoding)
     spec_acceptance: F | float = 0.0       # each draft token's acceptance rate, given the previous one's
     draft_pass_bytes: F | float = 0.0      # bytes per GPU one draft forward pass reads (0: n-gram lookup)
+    draft_expert_bytes: F | float = 0.0    # routed-expert bytes per GPU of an MoE draft (MTP), read as routed
     draft_kv_tok_bytes: F | float = 0.0    # KV bytes per GPU the draft keeps (and each draft pass reads) per token
     prefix_hit_rate: F | float = 0.0       # share of each prompt's tokens served from the prefix cache
     offload_bytes: F | float = 0.0         # weight bytes per GPU streamed from host memory every forward pass

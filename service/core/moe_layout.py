@@ -158,6 +158,36 @@ def param_split(m: ModelSpec) -> ParamSplit:
 
 
 @dataclass(frozen=True)
+class MtpParams:
+    """Parameters of a checkpoint's multi-token-prediction modules, elements (all modules)."""
+
+    dense_params: float          # attention, shared experts or dense MLP, router, eh_proj and norms
+    routed_expert_params: float  # routed experts (MoE): spread over the GPUs as the main model's
+
+    @property
+    def total_params(self) -> float:
+        return self.dense_params + self.routed_expert_params
+
+
+def mtp_params(m: ModelSpec, modules: int) -> MtpParams:
+    """``modules`` MTP modules of ``m`` (config.json ``num_nextn_predict_layers``), each one decoder layer of
+    the model's own kind (an MoE layer with every routed expert when the model's last layers are MoE) plus
+    ``eh_proj`` (2 x hidden -> hidden) and three RMSNorms (enorm, hnorm, the shared head's norm); the embedding
+    and output head are the main model's (DeepSeek-V3 report, arXiv 2412.19437 section 2.2)."""
+    p = param_split(m)
+    h, n = m.hidden_size, max(m.num_layers, 1)
+    attention = (p.attn_split_params + p.attn_kv_params + p.attn_replicated_params) / n
+    norms = (p.norm_params - h) / n
+    if p.moe_layers:
+        mlp = (p.shared_expert_params + p.router_params) / p.moe_layers
+        routed = p.routed_expert_params / p.moe_layers
+    else:
+        mlp, routed = p.dense_mlp_params / max(n - p.moe_layers, 1), 0.0
+    return MtpParams(dense_params=modules * (attention + norms + mlp + 2 * h * h + 3 * h),
+                     routed_expert_params=modules * routed)
+
+
+@dataclass(frozen=True)
 class WeightBytesPerRank:
     """Weight bytes one GPU of the layout holds (mean over pipeline stages), by part."""
 

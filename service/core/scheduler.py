@@ -108,7 +108,8 @@ def _scalars(plan: Plan) -> F:
             (sk.K_TABLE_U_LO, tb.u_lo), (sk.K_TABLE_INV_DU, tb.inv_du),
             (sk.K_TABLE_FULL_LAYERS, tb.full_layers), (sk.K_TABLE_WINDOW_LAYERS, tb.window_layers),
             (sk.K_TABLE_WINDOW_TOK, tb.window_tok), (sk.K_FIXED_S, plan.fixed_s),
-            (sk.K_CAP_TOK, plan.cap_tok), (sk.K_OVERHEAD_S, plan.overhead_s)):
+            (sk.K_CAP_TOK, plan.cap_tok), (sk.K_OVERHEAD_S, plan.overhead_s),
+            (sk.K_VERIFY_TOK, one.verify_tok), (sk.K_TOK_PER_STEP, one.tok_per_step)):
         k[offset] = float(value)
     return k
 

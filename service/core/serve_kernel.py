@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 from service.core.candidates import MODE_CONCURRENCY, MODE_OFFLINE, MODE_STATIC
-from service.core.step_kernels import decode_step_at_f, decode_step_f, expert_read_f
+from service.core.step_kernels import decode_step_at_f, decode_step_f, draft_read_f, expert_read_f
 from service.core.types import B_, F
 
 # Root-finding steps of the closed- and open-loop batch (Illinois regula falsi converges superlinearly;
@@ -35,26 +35,33 @@ _NO_LIMIT = 1e30
 
 @njit(cache=True, error_model="numpy")
 def _ttft_f(b: float, step_s: float, arrivals: float, max_batched_tok: float, min_chunk: float, isl: float,
-            c_prefill: float, alone: float, fixed_alone: float, ahead: float, wave_q: float, others: float) -> float:
+            c_prefill: float, alone: float, fixed_alone: float, ahead: float, wave_q: float, others: float,
+            verify_tok: float, tok_per_step: float) -> float:
     """Mean TTFT with ``b`` sequences decoding in steps of ``step_s``: the front end and the prompt alone, what
     its chunks add inside decode steps, the wait in the prefill queue (M/D/1 at ``arrivals`` per second, at most
     ``ahead`` prompts ahead) and half a step to the next one. ``others``: the share of the decoding batch that
-    belongs to other requests (a closed loop of one client finds no decode running when it sends)."""
-    chunk = max(max_batched_tok - b, min_chunk)
+    belongs to other requests (a closed loop of one client finds no decode running when it sends).
+    With speculation a step is a verify step per emitted token (``tok_per_step`` tokens each): the prompt chunk
+    per step is ``StepModel.prompt_budget_tok``, the budget left by ``verify_tok`` tokens per decoding
+    sequence, over ``tok_per_step``; a prompt waits for the next verify step, ``tok_per_step`` steps (the
+    simulation's ``sim_kernel.prompt_budget_f``)."""
+    chunk = max(max_batched_tok - b * verify_tok, min_chunk) / tok_per_step
     busy = min(b, 1.0) * others
     extra = busy * max(isl * (step_s / chunk + c_prefill) - alone, 0.0)
     service = alone + extra
     rho = min(arrivals * service, _MAX_PREFILL_UTILISATION)
     rho_service = rho * service
     wait = min(rho_service / (2.0 * (1.0 - rho)), ahead * rho_service)
-    return fixed_alone + wait + extra + busy * 0.5 * step_s + wave_q
+    # half a verify step (tok_per_step steps) to the next one
+    return fixed_alone + wait + extra + busy * 0.5 * step_s * tok_per_step + wave_q
 
 
 @njit(cache=True, error_model="numpy")
 def _offline_job(i: int, n_job: float, isl: float, dec_steps: float, max_batched_tok: float, c_prefill: float,
                  ttft_fixed_s: float, pp: float, dense_s: float, expert_s: float, log_miss: float, moe: bool,
                  seq_s: float, flop_s_seq: float, comm_fixed_s: float, comm_seq_s: float, step_fixed_s: float,
-                 out_b: F, out_ttft: F, out_tpot: F, out_x: F, out_share: F) -> None:
+                 draft_expert_s: float, draft_log_miss: float, out_b: F, out_ttft: F, out_tpot: F, out_x: F,
+                 out_share: F) -> None:
     """An offline job of ``n_job`` requests sent at once that the replica admits together (at most its cap):
     its prompts are prefilled in full steps of the token budget, each step also decoding the requests whose
     prompts are done (half the job on average); request k of the job gets its first token after k / n_job of
@@ -63,10 +70,10 @@ def _offline_job(i: int, n_job: float, isl: float, dec_steps: float, max_batched
     prefill_tok = n_job * isl
     n_pf = max(prefill_tok / max_batched_tok, 1.0)          # full steps that prefill the job's prompts
     st_half, _ = decode_step_f(max(0.5 * n_job, 1.0), pp, dense_s, expert_s, log_miss, moe, seq_s, flop_s_seq,
-                               comm_fixed_s, comm_seq_s, step_fixed_s)
+                               comm_fixed_s, comm_seq_s, step_fixed_s, draft_expert_s, draft_log_miss)
     t_full = st_half + prefill_tok / n_pf * c_prefill
     st_all, share = decode_step_f(n_job, pp, dense_s, expert_s, log_miss, moe, seq_s, flop_s_seq, comm_fixed_s,
-                                  comm_seq_s, step_fixed_s)
+                                  comm_seq_s, step_fixed_s, draft_expert_s, draft_log_miss)
     # decode tokens a request emits in full steps: min(k, O - 1) averaged over k uniform on [0, n_pf]
     d = dec_steps
     in_full = 0.5 * n_pf if n_pf <= d else d - d * d / (2.0 * n_pf)
@@ -92,8 +99,8 @@ def _falsi_point_f(hi: float, lo: float, f_hi: float, f_lo: float) -> tuple[floa
 (_W_HI, _W_LO, _W_F_HI, _W_F_LO, _W_SIDE, _W_PP, _W_DENSE, _W_EXPERT, _W_LOG_MISS, _W_MOE, _W_SEQ, _W_FLOP_SEQ,
  _W_COMM_FIXED, _W_COMM_SEQ, _W_STEP_FIXED, _W_IO, _W_C_PREFILL, _W_DEC_STEPS, _W_MAX_TOK, _W_MIN_CHUNK, _W_ISL,
  _W_ALONE, _W_FIXED_ALONE, _W_AHEAD, _W_WAVE_Q, _W_TARGET, _W_EXPERT_TERM, _W_XB, _W_B1, _W_B, _W_F0,
- _W_OUT, _W_OTHERS) = range(33)
-_W_ROWS = _W_OTHERS + 1        # the rows named above
+ _W_OUT, _W_OTHERS, _W_DRAFT_EXPERT, _W_DRAFT_LOG_MISS, _W_VERIFY_TOK, _W_TOK_PER_STEP) = range(37)
+_W_ROWS = _W_TOK_PER_STEP + 1        # the rows named above
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
@@ -132,6 +139,7 @@ def _root_block(w: F, closed: bool, any_moe: bool) -> None:
             st_b, _ = decode_step_at_f(w[_W_B * rb + k], w[_W_PP * rb + k], w[_W_DENSE * rb + k],
                                         w[_W_EXPERT_TERM * rb + k], w[_W_SEQ * rb + k], w[_W_FLOP_SEQ * rb + k],
                                         w[_W_COMM_FIXED * rb + k], w[_W_COMM_SEQ * rb + k], w[_W_STEP_FIXED * rb + k])
+            st_b += draft_read_f(b1, w[_W_DRAFT_EXPERT * rb + k], w[_W_DRAFT_LOG_MISS * rb + k])
             c_pre = w[_W_C_PREFILL * rb + k]
             others = w[_W_OTHERS * rb + k]
             tp_b = st_b + b1 * others * w[_W_IO * rb + k] * c_pre
@@ -140,7 +148,7 @@ def _root_block(w: F, closed: bool, any_moe: bool) -> None:
             # closed loop (computed for an open loop too, and not used)
             t_b = _ttft_f(xb, st_b, x_b, w[_W_MAX_TOK * rb + k], w[_W_MIN_CHUNK * rb + k], w[_W_ISL * rb + k], c_pre,
                           w[_W_ALONE * rb + k], w[_W_FIXED_ALONE * rb + k], w[_W_AHEAD * rb + k],
-                          w[_W_WAVE_Q * rb + k], others)
+                          w[_W_WAVE_Q * rb + k], others, w[_W_VERIFY_TOK * rb + k], w[_W_TOK_PER_STEP * rb + k])
             fx = xb + x_b * t_b - target if closed else x_b - target
             if it == 0:
                 w[_W_F_HI * rb + k] = fx
@@ -161,10 +169,12 @@ def _root_block(w: F, closed: bool, any_moe: bool) -> None:
 # their offsets. Only ``per_replica`` (the load over the replicas) depends on the replica count or the load.
 KERNEL_INPUTS = ("isl", "osl", "pp", "per_replica", "cap_mean", "max_batched_tok", "c_prefill", "prefill_alone",
                  "dense_s", "expert_s", "log_miss", "seq_s", "flop_s_seq", "comm_fixed_s", "comm_seq_s",
-                 "step_fixed_s", "step_overhead_s", "ttft_fixed_s", "wave")
+                 "step_fixed_s", "step_overhead_s", "ttft_fixed_s", "wave", "draft_expert_s", "draft_log_miss",
+                 "verify_tok", "tok_per_step")
 (IN_ISL, IN_OSL, IN_PP, IN_PER_REPLICA, IN_CAP_MEAN, IN_MAX_BATCHED_TOK, IN_C_PREFILL, IN_PREFILL_ALONE, IN_DENSE_S,
  IN_EXPERT_S, IN_LOG_MISS, IN_SEQ_S, IN_FLOP_S_SEQ, IN_COMM_FIXED_S, IN_COMM_SEQ_S, IN_STEP_FIXED_S,
- IN_STEP_OVERHEAD_S, IN_TTFT_FIXED_S, IN_WAVE) = range(len(KERNEL_INPUTS))
+ IN_STEP_OVERHEAD_S, IN_TTFT_FIXED_S, IN_WAVE, IN_DRAFT_EXPERT_S, IN_DRAFT_LOG_MISS, IN_VERIFY_TOK,
+ IN_TOK_PER_STEP) = range(len(KERNEL_INPUTS))
 # Its answer, rows of ``out``: decoding batch, TTFT, TPOT, requests/s per replica, compute share of the step
 # (and, apart, whether the candidate is overloaded).
 KERNEL_OUTPUTS = ("batch", "ttft_s", "tpot_s", "requests_s", "compute_share")
@@ -212,6 +222,8 @@ def serve_into(mode: int, moe_all: B_, inputs: F, first_in: int, out: F, over: B
     comm_fixed_s, comm_seq_s = inputs[IN_COMM_FIXED_S, i0:i1], inputs[IN_COMM_SEQ_S, i0:i1]
     step_fixed_s, step_overhead_s = inputs[IN_STEP_FIXED_S, i0:i1], inputs[IN_STEP_OVERHEAD_S, i0:i1]
     ttft_fixed_s, wave = inputs[IN_TTFT_FIXED_S, i0:i1], inputs[IN_WAVE, i0:i1]
+    draft_expert_s, draft_log_miss = inputs[IN_DRAFT_EXPERT_S, i0:i1], inputs[IN_DRAFT_LOG_MISS, i0:i1]
+    verify_tok, tok_per_step = inputs[IN_VERIFY_TOK, i0:i1], inputs[IN_TOK_PER_STEP, i0:i1]
     out_b, out_ttft = out[OUT_BATCH, o0:o1], out[OUT_TTFT_S, o0:o1]
     out_tpot, out_x = out[OUT_TPOT_S, o0:o1], out[OUT_REQUESTS_S, o0:o1]
     out_share, out_over = out[OUT_COMPUTE_SHARE, o0:o1], over[o0:o1]
@@ -240,29 +252,35 @@ def serve_into(mode: int, moe_all: B_, inputs: F, first_in: int, out: F, over: B
         if mode == MODE_STATIC:
             B = max(min(per_replica[i], cap), 1.0)
             step_b, sh_b = decode_step_f(B, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
-                                          flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
+                                          flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i],
+                                          draft_expert_s[i], draft_log_miss[i])
             out_b[i], out_tpot[i], out_share[i], out_ttft[i], out_x[i] = B, step_b, sh_b, 0.0, 0.0
             continue
         # saturated steady state (offline, and the cap of the other modes)
         step, share = decode_step_f(cap, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
-                                     flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
+                                     flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i],
+                                     draft_expert_s[i], draft_log_miss[i])
         tpot = step + cap * io[i] * c_prefill[i]
         if mode == MODE_OFFLINE and 0.0 < per_replica[i] <= cap:
             _offline_job(i, per_replica[i], isl[i], dec_steps[i], max_batched_tok[i], c_prefill[i], ttft_fixed_s[i],
                          pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i], flop_s_seq[i], comm_fixed_s[i],
-                         comm_seq_s[i], step_fixed_s[i], out_b, out_ttft, out_tpot, out_x, out_share)
+                         comm_seq_s[i], step_fixed_s[i], draft_expert_s[i], draft_log_miss[i], out_b, out_ttft,
+                         out_tpot, out_x, out_share)
             continue
         if mode == MODE_OFFLINE:
             # every step is full: its decodes plus the prompts of the sequences that replace those finishing
             # (I/O prompt tokens per decode) fill at most the token budget, so the decoding batch is at most
             # budget x O / (I + O) however many sequences memory would hold (prefill-bound steady state)
-            b_off = min(cap, max(max_batched_tok[i] / (1.0 + io[i]), 1.0))
+            # (with speculation, per verify step: k + 1 tokens per decode and the prompts of tau tokens each)
+            b_off = min(cap, max(max_batched_tok[i] / (verify_tok[i] + tok_per_step[i] * io[i]), 1.0))
             step, share = decode_step_f(b_off, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
-                                         flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
+                                         flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i],
+                                         draft_expert_s[i], draft_log_miss[i])
             tpot = step + b_off * io[i] * c_prefill[i]
             # no prefill queue (every prompt is admitted as a sequence finishes); the wave of the cap's prompts
             ttft = _ttft_f(b_off, step, 0.0, max_batched_tok[i], min_chunk[i], isl[i], c_prefill[i], alone[i],
-                           fixed_alone[i], 0.0, wave[i] * (b_off - 1.0) * isl[i] * c_prefill[i], 1.0)
+                           fixed_alone[i], 0.0, wave[i] * (b_off - 1.0) * isl[i] * c_prefill[i], 1.0, verify_tok[i],
+                           tok_per_step[i])
             out_b[i], out_ttft[i], out_tpot[i] = b_off, ttft, tpot
             out_x[i], out_share[i] = b_off / (osl[i] * tpot), share
             continue
@@ -325,6 +343,10 @@ def serve_into(mode: int, moe_all: B_, inputs: F, first_in: int, out: F, over: B
             w[_W_TARGET * _ROOT_BLOCK + k] = target[i]
             w[_W_OTHERS * _ROOT_BLOCK + k] = others[i]
             w[_W_EXPERT_TERM * _ROOT_BLOCK + k] = 0.0
+            w[_W_DRAFT_EXPERT * _ROOT_BLOCK + k] = draft_expert_s[i]
+            w[_W_DRAFT_LOG_MISS * _ROOT_BLOCK + k] = draft_log_miss[i]
+            w[_W_VERIFY_TOK * _ROOT_BLOCK + k] = verify_tok[i]
+            w[_W_TOK_PER_STEP * _ROOT_BLOCK + k] = tok_per_step[i]
         any_moe = False
         for i in range(start, start + count):
             any_moe = any_moe or bool(moe[i])
@@ -336,11 +358,12 @@ def serve_into(mode: int, moe_all: B_, inputs: F, first_in: int, out: F, over: B
         b = out_b[i]
         b1 = max(b, 1.0)
         st_b, sh_b = decode_step_f(b1, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
-                                    flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i])
+                                    flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i],
+                                    draft_expert_s[i], draft_log_miss[i])
         tp_b = st_b + b1 * others[i] * io[i] * c_prefill[i]
         x_b = b / (dec_steps[i] * tp_b)
         t_b = _ttft_f(b, st_b, x_b if closed else target[i], max_batched_tok[i], min_chunk[i], isl[i], c_prefill[i],
-                      alone[i], fixed_alone[i], ahead[i], wave_q[i], others[i])
+                      alone[i], fixed_alone[i], ahead[i], wave_q[i], others[i], verify_tok[i], tok_per_step[i])
         if closed:
             t_b = max(t_b, target[i] / x_b - dec_steps[i] * tp_b)
         out_b[i], out_ttft[i], out_tpot[i], out_share[i] = b, t_b, tp_b, sh_b

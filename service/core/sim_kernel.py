@@ -37,8 +37,8 @@ COST_ROWS = COST_SEND_STEPS + 1
  K_WINDOW_TOK, K_N_GPU, K_TP, K_COMM_PER_TOK_S, K_PP, K_MOE, K_LOG_MISS, K_EXPERT_S, K_WEIGHTS_READ_S,
  K_AR_LATENCY_S, K_PP_HANDOFF_S, K_AR_BYTES_TOK, K_LINK_BYTES_S,
  K_TABLE_U_LO, K_TABLE_INV_DU, K_TABLE_FULL_LAYERS, K_TABLE_WINDOW_LAYERS, K_TABLE_WINDOW_TOK,
- K_FIXED_S, K_CAP_TOK, K_OVERHEAD_S) = range(27)
-K_SIZE = K_OVERHEAD_S + 1
+ K_FIXED_S, K_CAP_TOK, K_OVERHEAD_S, K_VERIFY_TOK, K_TOK_PER_STEP) = range(29)
+K_SIZE = K_TOK_PER_STEP + 1
 # Offsets of the integers in ``lim`` (flags are 0 or 1).
 (L_CLOSED, L_NEXT_RID, L_FIRST_MEAS, L_END_MEAS, L_MAX_TOK, L_MAX_RUN, L_CHUNKED, L_RESERVE) = range(8)
 L_SIZE = L_RESERVE + 1
@@ -46,7 +46,8 @@ L_SIZE = L_RESERVE + 1
 
 @njit(cache=True, nogil=True)
 def decode_rows(b_top: int, pp: float, dense_s: float, expert_s: float, log_miss: float, moe: bool, seq_s: F,
-                flop_s_seq: F, comm_fixed_s: float, comm_seq_s: float, step_fixed_s: float) -> F:
+                flop_s_seq: F, comm_fixed_s: float, comm_seq_s: float, step_fixed_s: float, draft_expert_s: float,
+                draft_log_miss: float) -> F:
     """Decode step times for batches 0..``b_top`` (rows) at contexts whose KV read of one sequence takes
     ``seq_s`` and whose compute per decoded token takes ``flop_s_seq`` (columns), by the compiled step of the
     serving solve. simulate.decode_table builds the simulation's step table with it (compiled: a table is built
@@ -57,7 +58,7 @@ def decode_rows(b_top: int, pp: float, dense_s: float, expert_s: float, log_miss
     for b in range(b_top + 1):
         for k in range(len(seq_s)):
             rows[b, k] = decode_step_f(float(b), pp, dense_s, expert_s, log_miss, moe, seq_s[k], flop_s_seq[k],
-                                        comm_fixed_s, comm_seq_s, step_fixed_s)[0]
+                                        comm_fixed_s, comm_seq_s, step_fixed_s, draft_expert_s, draft_log_miss)[0]
     return rows
 
 
@@ -73,6 +74,31 @@ def _recomputed_costs(n_re: int, k: F) -> tuple[float, float]:
     cp = (lin / gemm + attn_prefill / n / attn) / n_gpu + comm_tok / pp
     pc = (lin * n / (tp * gemm) + attn_prefill / (tp * attn)) / n
     return cp, pc
+
+
+@njit(cache=True)
+def verify_boundary_steps(g: int, tok_per_step: float) -> int:
+    """Steps from step ``g`` to the next one that starts a verify step (0: ``g`` does). With speculation a step
+    here emits one token per sequence, and a verify step emits ``tok_per_step`` (tau): steps ``g`` with
+    floor((g + 1) / tau) > floor(g / tau) start one, a share 1 / tau of the steps (every step without
+    speculation)."""
+    if tok_per_step <= 1.0:
+        return 0
+    n = math.floor(g / tok_per_step)
+    return max(math.ceil((n + 1) * tok_per_step) - 1 - g, 0)
+
+
+@njit(cache=True)
+def prompt_budget_f(max_tok: int, b: int, verify_tok: float, tok_per_step: float, g: int) -> int:
+    """The token budget step ``g`` with ``b`` sequences decoding leaves to prompts: all of it without decodes;
+    else the budget less ``verify_tok`` tokens per decode (k + 1 with speculation: vLLM charges the draft tokens
+    to the budget) on a step that starts a verify step, and nothing on the others (the verify step's prompt
+    tokens ride on its first step). Over tau steps that averages ``StepModel.prompt_budget_tok``."""
+    if b == 0:
+        return max_tok
+    if verify_boundary_steps(g, tok_per_step) > 0:
+        return 0
+    return int(max(max_tok - b * verify_tok, 0.0))
 
 
 @njit(cache=True)
@@ -205,6 +231,7 @@ def loop(tok: I_, cost: F, arrival_s: F, arrival_rid: I_, table: F, k: F, lim: I
     in_tok, out_tok = tok[TOK_IN], tok[TOK_OUT]
     CP, PC, ALONE, SEND = cost[COST_CARRIED_S], cost[COST_COMPUTE_S], cost[COST_ALONE_S], cost[COST_SEND_STEPS]
     fixed_s, cap, overhead_s = k[K_FIXED_S], k[K_CAP_TOK], k[K_OVERHEAD_S]
+    verify_tok, tok_per_step = k[K_VERIFY_TOK], k[K_TOK_PER_STEP]
     u_lo, inv_du = k[K_TABLE_U_LO], k[K_TABLE_INV_DU]
     full_l, win_l, win = k[K_TABLE_FULL_LAYERS], k[K_TABLE_WINDOW_LAYERS], k[K_TABLE_WINDOW_TOK]
     moe, log_miss, expert_s, pp = k[K_MOE] > 0.0, k[K_LOG_MISS], k[K_EXPERT_S], k[K_PP]
@@ -287,7 +314,7 @@ def loop(tok: I_, cost: F, arrival_s: F, arrival_rid: I_, table: F, k: F, lim: I
         preempted = False
         n_ch = 0
         p_tok, p_cost, p_comp = 0, 0.0, 0.0
-        budget = max_tok - b
+        budget = prompt_budget_f(max_tok, b, verify_tok, tok_per_step, g)
         if not reserve and b and d0 + b * g + pkv + b > cap:
             while d0 + b * g + pkv + b > cap and n_running > 1:
                 # the newest running request gives back its KV and goes first in the queue, to be recomputed
@@ -298,7 +325,7 @@ def loop(tok: I_, cost: F, arrival_s: F, arrival_rid: I_, table: F, k: F, lim: I
                 w_len += 1
                 preemptions += 1
                 preempted = True
-            budget = max_tok - b
+            budget = prompt_budget_f(max_tok, b, verify_tok, tok_per_step, g)
         if pf_n:
             n_snap = pf_n
             pf_snap[:n_snap] = pf_list[:n_snap]
@@ -322,7 +349,7 @@ def loop(tok: I_, cost: F, arrival_s: F, arrival_rid: I_, table: F, k: F, lim: I
                             break
                     if not in_run[rid]:
                         continue
-                    budget = max_tok - b - p_tok
+                    budget = prompt_budget_f(max_tok, b, verify_tok, tok_per_step, g) - p_tok
                     c = min(pf_rem[rid], budget)
                     if c <= 0:
                         break
@@ -371,7 +398,7 @@ def loop(tok: I_, cost: F, arrival_s: F, arrival_rid: I_, table: F, k: F, lim: I
         # --- its duration (a run of pure decode steps, or of one long prompt's chunks, is advanced at once) --
         kk = 1
         run_n = 0                   # steps that each carry a budget-filling chunk of the same prompt
-        if n_ch == 1 and budget == 0 and not preempted:
+        if n_ch == 1 and budget == 0 and not preempted and tok_per_step <= 1.0:
             rid, c = ch_rid[0], ch_c[0]
             if pf_rem[rid] > c:
                 run_n = (pf_rem[rid] - 1) // c
@@ -396,6 +423,9 @@ def loop(tok: I_, cost: F, arrival_s: F, arrival_rid: I_, table: F, k: F, lim: I
                 kk = _next_last_step(heap, epoch) - g + 1
                 if not reserve:
                     kk = max(min(kk, int((cap - d0 - b * g - pkv) // b)), 1)
+                if (w_len or pf_n) and tok_per_step > 1.0:
+                    # prompt work waits for the next verify step
+                    kk = max(min(kk, verify_boundary_steps(g, tok_per_step)), 1)
                 d_last = d_first
                 if kk > 1:
                     d_last = _step_at(table, b, ctx0 + (kk - 1), full_l, win_l, win, u_lo, inv_du, top_k)
@@ -479,10 +509,10 @@ def warm_up() -> float:
     k = np.ones(K_SIZE)
     k[K_MOE] = 0.0                                              # dense
     k[K_TABLE_U_LO], k[K_TABLE_WINDOW_LAYERS], k[K_TABLE_WINDOW_TOK], k[K_FIXED_S] = 0.0, 0.0, math.inf, 0.0
-    k[K_CAP_TOK], k[K_OVERHEAD_S] = 1e6, 0.0
+    k[K_CAP_TOK], k[K_OVERHEAD_S], k[K_VERIFY_TOK], k[K_TOK_PER_STEP] = 1e6, 0.0, 1.0, 1.0
     lim = np.zeros(L_SIZE, dtype=np.int64)
     lim[L_END_MEAS], lim[L_MAX_TOK], lim[L_MAX_RUN], lim[L_CHUNKED], lim[L_NEXT_RID] = 1, 16, 4, 1, 1
     loop(np.ones((2, 1), dtype=np.int64), np.full((COST_ROWS, 1), 1e-3), np.zeros(1), np.zeros(1, dtype=np.int64),
          np.ones((2, 3)), k, lim)
-    decode_rows(1, 1.0, 1.0, 0.0, -math.inf, False, np.ones(3), np.ones(3), 0.0, 0.0, 0.0)
+    decode_rows(1, 1.0, 1.0, 0.0, -math.inf, False, np.ones(3), np.ones(3), 0.0, 0.0, 0.0, 0.0, 0.0)
     return time.perf_counter() - t0

@@ -252,7 +252,8 @@ def decode_table(sm: StepModel, b_top: int, ctx_lo_tok: float, ctx_hi_tok: float
         float(np.ravel(v)[0]) for v in (sm.pp, sm.dense_s, sm.expert_s, sm.log_miss, sm.comm_fixed_s, sm.comm_seq_s,
                                         sm.step_fixed_s))
     rows = decode_rows(int(b_top), pp, dense_s, expert_s, log_miss, bool(np.ravel(sm.moe)[0]), seq_s, flop_s_seq,
-                       comm_fixed_s, comm_seq_s, step_fixed_s)
+                       comm_fixed_s, comm_seq_s, step_fixed_s, float(np.ravel(sm.draft_expert_s)[0]),
+                       float(np.ravel(sm.draft_log_miss)[0]))
     return StepTable(rows=rows, u_lo=u_lo, inv_du=(CTX_GRID_POINTS - 1) / (u_hi - u_lo),
                      full_layers=full, window_layers=win_l, window_tok=win)
 

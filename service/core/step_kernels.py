@@ -49,11 +49,19 @@ def decode_step_at_f(b: float, pp: float, dense_s: float, expert_read_s: float, 
 
 
 @njit(cache=True, error_model="numpy")
+def draft_read_f(batch: float, draft_expert_s: float, draft_log_miss: float) -> float:
+    """``StepModel.draft_read_s``, compiled: the routed experts an MoE draft's passes over ``batch`` sequences
+    read (0 without an MoE draft: ``draft_log_miss`` 0)."""
+    return draft_expert_s * -math.expm1(max(batch, 1e-9) * draft_log_miss)
+
+
+@njit(cache=True, error_model="numpy")
 def decode_step_f(batch: float, pp: float, dense_s: float, expert_s: float, log_miss: float, moe: bool,
                    seq_s: float, flop_s_seq: float, comm_fixed_s: float, comm_seq_s: float,
-                   step_fixed_s: float) -> tuple[float, float]:
+                   step_fixed_s: float, draft_expert_s: float, draft_log_miss: float) -> tuple[float, float]:
     """``StepModel.decode_step`` of one candidate at the workload's mean context (tests check they agree)."""
     b = max(batch / pp, 1e-9)
-    return decode_step_at_f(b, pp, dense_s, expert_read_f(b, expert_s, log_miss, moe), seq_s, flop_s_seq,
-                             comm_fixed_s, comm_seq_s, step_fixed_s)
+    step, share = decode_step_at_f(b, pp, dense_s, expert_read_f(b, expert_s, log_miss, moe), seq_s, flop_s_seq,
+                                   comm_fixed_s, comm_seq_s, step_fixed_s)
+    return step + draft_read_f(batch, draft_expert_s, draft_log_miss), share
 

@@ -72,6 +72,13 @@ class StepModel:
     seq_scale: F | float = 1.0
     flop_scale: F | float = 1.0
     prefix_hit_rate: F | float = 0.0
+    # an MoE draft's routed experts read by its k passes per emitted token, and its routing (0: no such draft)
+    draft_expert_s: F | float = 0.0
+    draft_log_miss: F | float = 0.0
+    # speculation: token-budget tokens a decoding sequence takes per verify step (k + 1), and tokens it emits
+    # per verify step (tau); a step here is a verify step per emitted token
+    verify_tok: F | float = 1.0
+    tok_per_step: F | float = 1.0
     # with a described working set of reusable prefixes: where the hits are served from (levers.prefix_tiers)
     prefix_tiers: PrefixTiers | None = None
 
@@ -87,7 +94,22 @@ class StepModel:
             t_mem = t_mem + np.where(self.moe, self.expert_s * -np.expm1(b * self.log_miss), 0.0)
         t_cmp = b * flop_s_seq
         stage = smooth_max(t_mem, t_cmp) + self.comm_fixed_s + b * self.comm_seq_s
-        return pp * stage + self.step_fixed_s, t_cmp / (t_cmp + t_mem)
+        return pp * stage + self.step_fixed_s + self.draft_read_s(batch), t_cmp / (t_cmp + t_mem)
+
+    def prompt_budget_tok(self, batch: Any, max_batched_tok: Any) -> Any:
+        """Prompt tokens a step with ``batch`` sequences decoding may carry: the token budget less the decodes'
+        tokens. With speculation a verify step's decodes take ``k + 1`` tokens each (vLLM's scheduler charges
+        the draft tokens to the budget) and a step here is a verify step per emitted token, so the verify
+        step's prompt tokens are spread over the ``tau`` tokens it emits. A step without decodes is a prefill
+        of the whole budget. The serving solve's TTFT (``serve_kernel._ttft_f``) and the simulation's
+        scheduler (``sim_kernel.prompt_budget_f``) use this."""
+        left = np.maximum(max_batched_tok - batch * self.verify_tok, 0.0) / self.tok_per_step
+        return np.where(batch > 0, left, max_batched_tok)
+
+    def draft_read_s(self, batch: F) -> F:
+        """Routed experts an MoE draft's passes read per emitted token with ``batch`` sequences decoding: each
+        pass runs the whole batch through the draft once, and reads the experts its tokens route to."""
+        return self.draft_expert_s * -np.expm1(np.maximum(batch, 1e-9) * self.draft_log_miss)
 
     def context_terms(self, ctx_tok: F) -> tuple[F, F]:
         """At mean context ``ctx_tok``: the time to read one sequence's KV cache, and the compute of one decoded

@@ -19,6 +19,7 @@ from gpu_catalog.schema import ModelSpec
 from service.core.candidates import Candidates, Params, take_rows
 from service.core.levers import expected_tokens_per_step_tok
 from service.core.memory import Static, capacity
+from service.core.moe_layout import mtp_params
 from service.core.step_model import step_model
 from service.core.tables import Tables
 from service.core.types import F
@@ -163,21 +164,56 @@ def with_launch_levers(adv: Advisor, spec: LaunchSpec, dep: Deployment, wl: Work
                    speculative=SpeculativeLaunch(s.method, s.num_speculative_tokens, draft) if s else None)
 
 
-def draft_pass_bytes(t: Tables, model_idx: int, draft_idx: int | None, method: str | None, wdtype: Any,
-                     tp: Any) -> Any:
-    """Bytes per GPU one draft forward pass reads, and the draft keeps in memory: an EAGLE-3 head or MTP module
-    sized as one decoder layer of the target's dense weights plus its LM head (head sizes are not in the
-    catalog); a draft model's whole weights in the target's dtype; nothing for n-gram lookup. ``wdtype`` and
-    ``tp`` may be arrays (one per candidate): the result is then one too."""
-    w_bytes = t.w_bits[wdtype] / 8.0
-    if method in ("eagle3", "mtp"):
-        m = model_idx
+@dataclass(frozen=True)
+class DraftSizes:
+    """Bytes per GPU of a draft (arrays, one per candidate): what memory holds, what every draft pass reads
+    whatever the batch, and the routed experts of an MoE draft, of which a pass reads the share its tokens
+    route to (``with_levers``)."""
+
+    weights_bytes: F
+    pass_bytes: F
+    expert_bytes: F
+
+
+def mtp_modules(adv: Advisor, model: ModelSpec) -> int:
+    """MTP modules ``model``'s checkpoint ships (levers.yaml mtp_modules, by model or architecture); an MTP
+    checkpoint has at least one."""
+    types = {m.id: m.model_type for m in adv.catalog.models}
+    return adv.levers.mtp_modules_of(model.id, model.model_type, types) or 1
+
+
+def draft_sizes(t: Tables, c: Candidates, model: ModelSpec, model_idx: int, draft_idx: int | None,
+                method: str | None, modules: int) -> DraftSizes:
+    """The draft of candidates ``c`` (one model, one method):
+
+    - MTP: ``modules`` modules of the model's own kind (``moe_layout.mtp_params``; DeepSeek-V3: an MoE layer
+      with every routed expert, 11.61 B parameters), in the weight dtype, placed as the main model's layers (the
+      routed experts over the stage's tp x dp GPUs, the rest split by TP); the embedding and LM head are the
+      main model's, so memory adds none, but each pass reads the LM head (its logits), and one module;
+    - EAGLE-3 head: one decoder layer of the target's dense weights plus its own LM head (head sizes are not in
+      the catalog);
+    - draft model: its whole weights in the target's dtype; n-gram lookup: nothing."""
+    w_bytes = t.w_bits[c.wdtype] / 8.0
+    tp = c.tp
+    zero = np.zeros(len(tp))
+    m = model_idx
+    if method == "mtp":
+        p = mtp_params(model, modules)
+        dp = c.dp if c.dp is not None else np.ones_like(tp)
+        dense = p.dense_params * w_bytes / tp
+        experts = p.routed_expert_params * w_bytes / np.maximum(tp * dp, c.ep)
+        head_read = float(t.lm_head_params[m]) * t.act_bytes / tp
+        return DraftSizes(weights_bytes=dense + experts, pass_bytes=dense / modules + head_read,
+                          expert_bytes=experts / modules)
+    if method == "eagle3":
         layer = float(t.linear_params[m] - t.expert_params[m]) / max(float(t.layers[m]), 1.0) * w_bytes
-        return (layer + float(t.lm_head_params[m]) * t.act_bytes) / tp
+        head = (layer + float(t.lm_head_params[m]) * t.act_bytes) / tp
+        return DraftSizes(weights_bytes=head, pass_bytes=head, expert_bytes=zero)
     if method == "draft_model" and draft_idx is not None:
         d = draft_idx
-        return (float(t.linear_params[d]) * w_bytes + float(t.embedding_params[d]) * t.act_bytes) / tp
-    return 0.0 * w_bytes
+        whole = (float(t.linear_params[d]) * w_bytes + float(t.embedding_params[d]) * t.act_bytes) / tp
+        return DraftSizes(weights_bytes=whole, pass_bytes=whole, expert_bytes=zero)
+    return DraftSizes(weights_bytes=zero, pass_bytes=zero, expert_bytes=zero)
 
 
 def draft_kv_tok_bytes(t: Tables, c: Candidates, s: Static, method: str | None, draft_idx: int | None) -> F:
@@ -211,17 +247,19 @@ def with_lever_terms(adv: Advisor, t: Tables, c: Candidates, s: Static, deps: li
     if not any(d.speculative or d.cpu_offload_gb for d in deps) and not any(hit_rate(d, wl) for d in deps):
         return s
     choices = [lever_choice(adv, model, d, wl) for d in deps]
-    draft = np.asarray([
-        draft_pass_bytes(t, int(c.model[i]), adv.index["model"].get(d.speculative.draft_model or "")
-                         if d.speculative else None, ch.method, int(c.wdtype[i]), float(c.tp[i]))
-        for i, (d, ch) in enumerate(zip(deps, choices, strict=True))])
+    modules = mtp_modules(adv, model) if any(ch.method == "mtp" for ch in choices) else 1
+    sizes = [draft_sizes(t, take_rows(c, np.asarray([i])), model, int(c.model[i]),
+                         adv.index["model"].get(d.speculative.draft_model or "") if d.speculative else None,
+                         ch.method, modules)
+             for i, (d, ch) in enumerate(zip(deps, choices, strict=True))]
+    draft_weights = np.concatenate([z.weights_bytes for z in sizes])
     offload = np.asarray([ch.offload_bytes for ch in choices])
     for i, (d, off) in enumerate(zip(deps, offload, strict=True)):
         if off > float(s.weights[i]):
             raise InvalidRequest(["deployment", "cpu_offload_gb"],
                                  f"cpu_offload_gb {d.cpu_offload_gb} exceeds the {float(s.weights[i]) / GB_BYTES:.1f} "
                                  "GB of weights on each GPU")
-    weights = s.weights + draft - offload
+    weights = s.weights + draft_weights - offload
     spec_tokens = np.asarray([float(ch.num_speculative_tokens) for ch in choices])
     draft_kv = np.zeros(len(deps))
     for i, (d, ch) in enumerate(zip(deps, choices, strict=True)):
@@ -236,7 +274,9 @@ def with_lever_terms(adv: Advisor, t: Tables, c: Candidates, s: Static, deps: li
         s, weights=weights, activations=cap.activations, kv_pool=cap.kv_pool, fits=cap.fits,
         max_conc_replica=cap.max_conc, cap_mean=cap.cap_mean, seq_full=seq_full, seq_mean=seq_mean,
         spec_tokens=spec_tokens, draft_kv_tok_bytes=draft_kv,
-        spec_acceptance=np.asarray([ch.acceptance_rate for ch in choices]), draft_pass_bytes=draft,
+        spec_acceptance=np.asarray([ch.acceptance_rate for ch in choices]),
+        draft_pass_bytes=np.concatenate([z.pass_bytes for z in sizes]),
+        draft_expert_bytes=np.concatenate([z.expert_bytes for z in sizes]),
         prefix_hit_rate=np.asarray([ch.prefix_hit_rate for ch in choices]), offload_bytes=offload,
         kv_offload_bytes=np.asarray([ch.kv_offload_bytes for ch in choices]),
         prefix_working_set_tok=np.asarray([ch.prefix_working_set_tok for ch in choices]),

@@ -25,7 +25,13 @@ from numpy.typing import NDArray
 from gpu_catalog.schema import ModelSpec
 from service.core.costmodel import Params, ServeInputs, static_terms, step_model
 from service.core.memory import capacity
-from service.prediction.levers import draft_kv_tok_bytes, draft_pass_bytes, mtp_model_types, speculative_seq_bytes
+from service.prediction.levers import (
+    draft_kv_tok_bytes,
+    draft_sizes,
+    mtp_model_types,
+    mtp_modules,
+    speculative_seq_bytes,
+)
 from service.recommendation import verify
 from service.recommendation.rank import best_per_layout, feasible
 from service.recommendation.scenarios import Applied
@@ -128,14 +134,15 @@ def spec_units(adv: Advisor, model: ModelSpec, req: RecommendationRequest, un: U
     s = static_terms(tables, c)
     sp = opt.speculative
     k = float(sp.num_speculative_tokens)
-    draft = np.asarray(draft_pass_bytes(tables, m_idx, None, sp.method, c.wdtype, c.tp), dtype=np.float64)
+    draft = draft_sizes(tables, c, model, m_idx, None, sp.method, mtp_modules(adv, model))
     spec_tok = np.full(n_l, k)
     draft_kv = draft_kv_tok_bytes(tables, c, s, sp.method, None)
     seq_full, seq_mean = speculative_seq_bytes(s, spec_tok, draft_kv)
-    weights = s.weights + draft
+    weights = s.weights + draft.weights_bytes
     s = replace(s, weights=weights, seq_full=seq_full, seq_mean=seq_mean, spec_tokens=spec_tok,
                 draft_kv_tok_bytes=draft_kv,
-                spec_acceptance=np.full(n_l, opt.acceptance_rate), draft_pass_bytes=draft,
+                spec_acceptance=np.full(n_l, opt.acceptance_rate), draft_pass_bytes=draft.pass_bytes,
+                draft_expert_bytes=draft.expert_bytes,
                 prefix_hit_rate=float(wl.prefix_cache_hit_rate),
                 **(prefix_working_set(wl, n_l) if wl.prefix_cache_hit_rate else {}))
     row = np.searchsorted(layouts, li_s)

@@ -40,6 +40,7 @@ from service.core.moe_layout import (
     all_to_all_bytes_per_step_per_rank,
     kv_bytes_per_sequence_per_rank,
     kv_bytes_per_token_per_rank,
+    mtp_params,
     param_split,
     remote_groups_per_token,
     routed_expert_bytes_read_per_step_per_rank,
@@ -59,6 +60,27 @@ def models() -> dict[str, ModelSpec]:
 @pytest.fixture(scope="module")
 def r1(models: dict[str, ModelSpec]) -> ModelSpec:
     return models["deepseek-ai/DeepSeek-R1"]
+
+
+def test_mtp_module_from_the_config(r1: ModelSpec, models: dict[str, ModelSpec]) -> None:
+    """DeepSeek-R1's one MTP module (config.json num_nextn_predict_layers 1) is an MoE layer of the model's kind
+    plus eh_proj and three norms (DeepSeek-V3 report, arXiv 2412.19437 section 2.2), by hand from the per-layer
+    figures above:
+      attention 15,138,816 + 171,966,464 = 187,105,280; layer norms 16,384; shared expert 44,040,192;
+      router 1,835,008; eh_proj 2 x 7168 x 7168 = 102,760,448; enorm, hnorm, shared-head norm 3 x 7168 = 21,504
+      -> dense 335,778,816; routed 256 x 44,040,192 = 11,274,289,152; total 11,610,067,968.
+    The README's "14B of the Multi-Token Prediction (MTP) Module weights" also counts the checkpoint's copies of
+    the embedding and output head (2 x 926,679,040): 13.46 B, which the engines share with the main model."""
+    p = mtp_params(r1, 1)
+    assert p.dense_params == 335_778_816
+    assert p.routed_expert_params == 11_274_289_152
+    assert p.total_params == 11_610_067_968
+    assert mtp_params(r1, 2).total_params == 2 * 11_610_067_968
+    # a dense model's module is one dense layer (Llama-3.1-8B: 4096 x (2 x 4096 + 2 x 1024) attention,
+    # 3 x 4096 x 14336 MLP, 2 x 4096 layer norms; eh_proj 2 x 4096 x 4096 and 3 x 4096 norms), no experts
+    llama = mtp_params(models["meta-llama/Llama-3.1-8B"], 1)
+    assert llama.routed_expert_params == 0
+    assert llama.dense_params == 4096 * (2 * 4096 + 2 * 1024) + 3 * 4096 * 14336 + 2 * 4096 + 2 * 4096 * 4096 + 3 * 4096
 
 
 def test_parameter_split_from_the_config(r1: ModelSpec) -> None:

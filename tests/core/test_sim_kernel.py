@@ -27,6 +27,7 @@ def _inputs(prompt_tok: list[int], output_tok: list[int], arrival_s: list[float]
     k[sk.K_WINDOW_TOK] = k[sk.K_TABLE_WINDOW_TOK] = math.inf
     k[sk.K_TABLE_INV_DU] = k[sk.K_TABLE_FULL_LAYERS] = 1.0
     k[sk.K_CAP_TOK] = cap_tok
+    k[sk.K_VERIFY_TOK] = k[sk.K_TOK_PER_STEP] = 1.0      # no speculation: one budget token per decode
     lim = np.zeros(sk.L_SIZE, dtype=np.int64)
     lim[sk.L_NEXT_RID], lim[sk.L_END_MEAS] = n, n
     lim[sk.L_MAX_TOK], lim[sk.L_MAX_RUN], lim[sk.L_CHUNKED] = 4096, max_run, 1

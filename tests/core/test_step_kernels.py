@@ -30,5 +30,6 @@ def test_the_compiled_serving_solve_steps_like_the_step_model(d: dict[str, Any],
     sm = step_model(st_, PARAMS)
     want = sm.decode_step(np.asarray([batch]))
     got = decode_step_f(batch, sm.pp[0], sm.dense_s[0], sm.expert_s[0], sm.log_miss[0], bool(sm.moe[0]), sm.seq_s[0],
-                         sm.flop_s_seq[0], sm.comm_fixed_s[0], sm.comm_seq_s[0], float(sm.step_fixed_s[0]))
+                         sm.flop_s_seq[0], sm.comm_fixed_s[0], sm.comm_seq_s[0], float(sm.step_fixed_s[0]),
+                         float(np.ravel(sm.draft_expert_s)[0]), float(np.ravel(sm.draft_log_miss)[0]))
     assert got == (float(want[0][0]), float(want[1][0]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.core.levers import expected_tokens_per_step_tok
+from service.core.step_kernels import decode_step_f
 from service.core.step_model import smooth_max, step_model
 from service.prediction.advisor import Advisor
 from service.prediction.analytic import analyse
@@ -114,6 +116,56 @@ def test_draft_memory_is_in_the_prediction(client: TestClient) -> None:
         head_gb, abs=0.01)
     assert spec["memory_per_gpu_gb"]["kv_cache"] < plain["memory_per_gpu_gb"]["kv_cache"]
     assert any("k slots for the draft tokens" in n for n in spec["notes"])
+
+
+# DeepSeek-R1's MTP module by hand from its config.json (tests/core/test_moe_layout.py): 335,778,816 elements of
+# attention, shared expert, router, eh_proj and norms, and 256 routed experts of 3 x 7168 x 2048 = 11,274,289,152
+MTP_DENSE_PARAMS, MTP_ROUTED_PARAMS = 335_778_816, 11_274_289_152
+R1_DEP: dict[str, Any] = {"gpu": "h200-sxm", "tp": 8, "weight_dtype": "fp8", "kv_dtype": "auto", "engine": "trtllm"}
+
+
+def test_mtp_module_memory_is_a_whole_moe_layer(client: TestClient) -> None:
+    wl = {"input_tokens": 1024, "output_tokens": 256, "concurrency": 1}
+    body = {"model": "deepseek-ai/DeepSeek-R1", "deployment": R1_DEP, "workload": wl, "simulation": {"enabled": False}}
+    plain = client.post("/v1/predictions", json=body).json()
+    body["deployment"] = {**R1_DEP, "speculative": {"method": "mtp", "num_speculative_tokens": 3}}
+    spec = client.post("/v1/predictions", json=body).json()
+    # FP8 (dtypes.yaml: 8 bits per weight) over 8 GPUs; the embedding and output head are the main model's
+    mtp_gb = (MTP_DENSE_PARAMS + MTP_ROUTED_PARAMS) * 1 / 8 / 1e9
+    assert spec["memory_per_gpu_gb"]["weights"] - plain["memory_per_gpu_gb"]["weights"] == pytest.approx(
+        mtp_gb, abs=0.01)
+    # its KV: one MLA layer more than the target's 61, over the context and the k draft slots
+    assert spec["memory_per_gpu_gb"]["kv_bytes_per_token"] == pytest.approx(
+        plain["memory_per_gpu_gb"]["kv_bytes_per_token"] * 62 / 61 * 1283 / 1280, rel=1e-9)
+
+
+def test_mtp_draft_reads_the_experts_its_tokens_route_to(advisor: Advisor) -> None:
+    """Each of the k draft passes over b sequences reads the MTP layer's routed experts those b tokens route to,
+    (1 - (1 - 8/256)^b) of its 256 experts, beside its fixed reads; the compiled step (serving solve and
+    simulation) agrees with the step model."""
+    model = model_for(advisor, "deepseek-ai/DeepSeek-R1", None)
+    wl = Workload(input_tokens=1024, output_tokens=256, concurrency=8)
+    dep = Deployment(**R1_DEP, speculative=Speculative(method="mtp", num_speculative_tokens=3, acceptance_rate=0.5))
+    s1, p1, _, _ = analyse(advisor, model, wl, [dep]).row(0)
+    lever = step_model(s1, p1)
+    without = step_model(replace(s1, draft_expert_bytes=0.0), p1)
+    k, tau = 3.0, 1.875                              # (1 - 0.5^4) / (1 - 0.5)
+    experts_gpu_bytes = MTP_ROUTED_PARAMS * 1 / 8    # FP8, spread over the 8 GPUs
+    assert float(s1.draft_expert_bytes[0]) == pytest.approx(experts_gpu_bytes)
+    for b in (1.0, 4.0, 64.0):
+        share = 1.0 - (1.0 - 8 / 256) ** b
+        want = k * experts_gpu_bytes * share / float(lever.bw_bytes_s[0]) / tau
+        got = lever.decode_step(np.asarray([b]))[0] - without.decode_step(np.asarray([b]))[0]
+        assert float(got[0]) == pytest.approx(want, rel=1e-9)
+        compiled = decode_step_f(b, *(float(np.ravel(getattr(lever, f))[0]) for f in (
+            "pp", "dense_s", "expert_s", "log_miss")), bool(np.ravel(lever.moe)[0]),
+            *(float(np.ravel(getattr(lever, f))[0]) for f in (
+                "seq_s", "flop_s_seq", "comm_fixed_s", "comm_seq_s", "step_fixed_s", "draft_expert_s",
+                "draft_log_miss")))
+        assert compiled[0] == pytest.approx(float(lever.decode_step(np.asarray([b]))[0][0]), rel=1e-12)
+    # at one sequence a pass reads 8 of the 256 experts: 1/32 of the layer's experts
+    one = lever.decode_step(np.asarray([1.0]))[0] - without.decode_step(np.asarray([1.0]))[0]
+    assert float(one[0]) == pytest.approx(k * experts_gpu_bytes / 32 / float(lever.bw_bytes_s[0]) / tau)
 
 
 def test_hit_rate_zero_changes_nothing(client: TestClient) -> None:
