@@ -148,7 +148,7 @@ def step_model(s: Static, p: Params) -> StepModel:
     # expert all-to-all (attention DP / expert parallelism): bytes per token of a DP rank over the link, and a
     # collective's latency for each dispatch and combine of the stage's MoE layers
     a2a_tok = (s.a2a_bytes_tok if s.a2a_bytes_tok is not None else 0.0) / link
-    a2a_fixed = (s.a2a_count if s.a2a_count is not None else 0.0) / pp * p.allreduce_latency_s
+    a2a_fixed = (s.a2a_count if s.a2a_count is not None else 0.0) / pp * p.a2a_latency_s
     comm_per_tok = comm_per_tok + a2a_tok * pp
     # marginal replica time of one prompt token inside a full pipeline (chunks mixed into decode steps)
     c_prefill = (s.lin_flops_tok / gemm_rate + s.attn_prefill_flops / isl / attn_rate) / s.n_gpu + comm_per_tok / pp

@@ -20,6 +20,7 @@ PARAMETER_DESCRIPTIONS = {
                            "seconds",
     "layer_overhead_s": "per layer of each forward pass (kernel launches and the gaps between them, whatever the "
                         "bytes moved), seconds",
+    "a2a_latency_s": "fixed cost of one expert all-to-all (dispatch or combine under expert parallelism), seconds",
 }
 
 
