@@ -18,7 +18,7 @@ MODES = {"offline": MODE_OFFLINE, "concurrency": MODE_CONCURRENCY, "request_rate
 BUDGET_SHARE_OF_TOTAL, BUDGET_SHARE_OF_FREE = 0, 1
 
 PARAM_NAMES = ("eff_flops", "eff_bw", "step_overhead_s", "ttft_fixed_s", "comm_eff", "allreduce_latency_s", "wave",
-               "moe_layer_prefill_s")
+               "moe_layer_prefill_s", "layer_overhead_s", "a2a_latency_s")
 
 
 @dataclass
@@ -71,6 +71,8 @@ class Params:
     allreduce_latency_s: F
     wave: F
     moe_layer_prefill_s: F
+    layer_overhead_s: F
+    a2a_latency_s: F
 
     @classmethod
     def from_matrix(cls, m: F) -> Params:

@@ -20,8 +20,9 @@ The physics (each term is a roofline over the catalog's datasheet figures, scale
   prompt), over dense FLOPS x ``eff_flops``, floored by reading the weights once; two ring all-reduces
   per layer under TP.
 * Decode step: (weights touched + KV read for every sequence) over bandwidth x ``eff_bw`` against the
-  batch's FLOPs over compute, smoothly whichever binds, plus all-reduces and a per-step overhead. MoE
-  layers read only the experts the batch routes to (expected distinct experts of ``b`` tokens).
+  batch's FLOPs over compute, smoothly whichever binds, plus all-reduces and a software overhead per step
+  and per layer. MoE layers read only the experts the batch routes to (expected distinct experts of ``b``
+  tokens).
 * Serving (continuous batching): with ``B`` sequences decoding, each step also carries on average
   ``B x I / O`` prompt tokens (I, O: input and output lengths) of arriving requests (chunked prefill), so
   ``TPOT = t_decode(B) + B x (I/O) x c_prefill``. Closed loops solve Little's law for ``B``; open loops

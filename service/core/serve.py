@@ -115,7 +115,7 @@ class ServeInputs:
         rows = np.empty((len(KERNEL_INPUTS), n))
         for k, v in enumerate((s.isl, s.osl, s.pp, s.load / s.replicas, s.cap_mean, s.max_batched_tok,
                                sm.c_prefill_s, sm.prefill_alone_s, sm.dense_s, sm.expert_s, sm.log_miss, sm.seq_s,
-                               sm.flop_s_seq, sm.comm_fixed_s, sm.comm_seq_s, sm.step_fixed_s, p.step_overhead_s,
+                               sm.flop_s_seq, sm.comm_fixed_s, sm.comm_seq_s, sm.step_fixed_s, sm.step_overhead_s,
                                sm.ttft_fixed_s, p.wave * s.first_wave_share, sm.draft_expert_s, sm.draft_log_miss,
                                sm.verify_tok, sm.tok_per_step)):
             rows[k] = v

@@ -3,8 +3,8 @@
 Prefill: linear FLOPs of the active parameters plus the causal attention term (quadratic in the prompt), over
 dense FLOPS x ``eff_flops``, floored by reading the weights once; two ring all-reduces per layer under TP.
 Decode step: (weights touched + KV read for every sequence) over bandwidth x ``eff_bw`` against the batch's
-FLOPs over compute, smoothly whichever binds, plus all-reduces and a per-step overhead. MoE layers read only
-the experts the batch routes to (expected distinct experts of ``b`` tokens).
+FLOPs over compute, smoothly whichever binds, plus all-reduces and a software overhead per step and per layer.
+MoE layers read only the experts the batch routes to (expected distinct experts of ``b`` tokens).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class StepModel:
     comm_fixed_s: F
     comm_seq_s: F
     step_fixed_s: F              # pipeline hand-offs + per-step overhead
-    step_overhead_s: F
+    step_overhead_s: F           # per step and per layer: a forward pass's software overhead
     ttft_fixed_s: F              # per request: the front end, and each MoE layer's dispatch in its prefill
     # levers (service/core/levers.py): per-context decode terms scaled to a verify step per emitted token, and
     # the prefix-cache hit rate that prompt costs leave out; the defaults change nothing
@@ -175,7 +175,7 @@ def step_model(s: Static, p: Params) -> StepModel:
     # expert all-to-all (attention DP / expert parallelism): bytes per token of a DP rank over the link, and a
     # collective's latency for each dispatch and combine of the stage's MoE layers
     a2a_tok = (s.a2a_bytes_tok if s.a2a_bytes_tok is not None else 0.0) / link
-    a2a_fixed = (s.a2a_count if s.a2a_count is not None else 0.0) / pp * p.allreduce_latency_s
+    a2a_fixed = (s.a2a_count if s.a2a_count is not None else 0.0) / pp * p.a2a_latency_s
     comm_per_tok = comm_per_tok + a2a_tok * pp
     # marginal replica time of one prompt token inside a full pipeline (chunks mixed into decode steps)
     c_prefill = (s.lin_flops_tok / gemm_rate + s.attn_prefill_flops / isl / attn_rate) / s.n_gpu + comm_per_tok / pp
@@ -187,6 +187,9 @@ def step_model(s: Static, p: Params) -> StepModel:
     if s.dp is not None:
         # all DP ranks' tokens meet in the MoE layers: a step of b sequences per rank routes b x dp tokens
         log_miss = log_miss * s.dp
+    # a forward pass's software overhead: once per step (scheduling, sampling) and once per layer (its kernels'
+    # launches and the gaps between them, whatever the bytes moved: more layers, more of it)
+    overhead = p.step_overhead_s + s.layers * p.layer_overhead_s
     sm = StepModel(
         s=s, pp=pp, gemm_rate_flops_s=gemm_rate, attn_rate_flops_s=attn_rate, bw_bytes_s=bw, link_bytes_s=link,
         comm_per_tok_s=comm_per_tok, ar_latency_s=s.ar_count * p.allreduce_latency_s, pp_handoff_s=pp_handoff,
@@ -196,7 +199,7 @@ def step_model(s: Static, p: Params) -> StepModel:
         seq_s=s.seq_mean / bw, flop_s_seq=s.dec_flops_tok / (s.n_gpu * gemm_rate),
         comm_fixed_s=(s.ar_count / pp) * p.allreduce_latency_s + a2a_fixed,
         comm_seq_s=(s.ar_count / pp) * s.ar_ring_factor * s.ar_bytes_tok / link + a2a_tok,
-        step_fixed_s=pp_handoff + p.step_overhead_s, step_overhead_s=p.step_overhead_s,
+        step_fixed_s=pp_handoff + overhead, step_overhead_s=overhead,
         ttft_fixed_s=p.ttft_fixed_s + s.moe_layers * p.moe_layer_prefill_s)
     sm.prefill_alone_s = sm.prefill_only_s(prefill_compute, isl)
     return with_levers(sm) if s.has_levers() else sm

@@ -18,6 +18,9 @@ PARAMETER_DESCRIPTIONS = {
     "wave": "share of the arrival wave's prefill queue seen in mean TTFT (dimensionless)",
     "moe_layer_prefill_s": "per layer with routed experts, in each prompt's prefill (routing, expert dispatch), "
                            "seconds",
+    "layer_overhead_s": "per layer of each forward pass (kernel launches and the gaps between them, whatever the "
+                        "bytes moved), seconds",
+    "a2a_latency_s": "fixed cost of one expert all-to-all (dispatch or combine under expert parallelism), seconds",
 }
 
 

@@ -85,7 +85,8 @@ def test_fp8_never_needs_more_memory_than_bf16(d: dict[str, Any]) -> None:
 def test_low_load_ttft_approaches_the_prefill_and_tpot_a_single_step() -> None:
     r = run(cand("meta-llama/Llama-3.1-8B", "h100-sxm", mode="request_rate", load=[0.001], isl=2048, osl=128))
     fixed = float(PARAMS.ttft_fixed_s)
-    assert r.ttft_s[0] == pytest.approx(fixed + r.prefill_s[0] + float(PARAMS.step_overhead_s), rel=0.05)
+    overhead_s = float(PARAMS.step_overhead_s) + 32 * float(PARAMS.layer_overhead_s)    # 32 layers
+    assert r.ttft_s[0] == pytest.approx(fixed + r.prefill_s[0] + overhead_s, rel=0.05)
     one = run(cand("meta-llama/Llama-3.1-8B", "h100-sxm", mode="static_batch", load=[1], isl=2048, osl=128))
     assert r.tpot_s[0] == pytest.approx(one.tpot_s[0], rel=0.05)
 
@@ -172,10 +173,11 @@ def test_one_client_at_long_context_decodes_at_weights_plus_kv_over_bandwidth() 
     # Llama-3.1-8B BF16 on one H100, one client, 120,000 tokens in, 256 out. A decode step reads the weights
     # (LINEAR x 2 B + EMBED x 2 B) and this request's KV cache at its mean context of 120,000 + 256 / 2 tokens
     # (2 x 32 layers x 8 KV heads x 128 x 2 B = 131,072 B per token), at the H100's 3,350 GB/s datasheet
-    # bandwidth times eff_bw, plus the per-step overhead; no other request's prompt rides along. Compute (2 x
-    # 8e9 FLOPs per token) is ~1e-3 of the step, so the smooth maximum adds ~nothing.
+    # bandwidth times eff_bw, plus the per-step and per-layer (32) overheads; no other request's prompt rides
+    # along. Compute (2 x 8e9 FLOPs per token) is ~1e-3 of the step, so the smooth maximum adds ~nothing.
     weights_bytes = LINEAR * 2 + EMBED * 2
     kv_bytes = 131_072 * (120_000 + 128)
-    floor_s = (weights_bytes + kv_bytes) / (3350e9 * float(PARAMS.eff_bw)) + float(PARAMS.step_overhead_s)
+    floor_s = ((weights_bytes + kv_bytes) / (3350e9 * float(PARAMS.eff_bw)) + float(PARAMS.step_overhead_s)
+               + 32 * float(PARAMS.layer_overhead_s))
     r = run(cand("meta-llama/Llama-3.1-8B", "h100-sxm", isl=120_000, osl=256, load=1.0, ctx=131_072))
     assert r.tpot_s[0] == pytest.approx(floor_s, rel=0.10)

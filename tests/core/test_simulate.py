@@ -48,7 +48,9 @@ from tests.core.support import PARAMS, TABLES, cand
 METRICS = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s")
 STATS = ("mean", "p50", "p90", "p95", "p99")
 FIXED_S = float(PARAMS.ttft_fixed_s)
-OVERHEAD_S = float(PARAMS.step_overhead_s)
+# a forward pass's software overhead of the default model: per step, and per layer of its layers
+OVERHEAD_S = float(PARAMS.step_overhead_s) + float(
+    static_terms(TABLES, cand("meta-llama/Llama-3.1-8B", "h100-sxm")).layers[0]) * float(PARAMS.layer_overhead_s)
 
 
 def setup(model: str = "meta-llama/Llama-3.1-8B", gpu: str = "h100-sxm", *, mode: str = "request_rate",

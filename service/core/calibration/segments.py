@@ -145,6 +145,7 @@ def apply_generation(mat: F, factor: F) -> F:
     names = list(PARAM_NAMES)
     for n in ("eff_flops", "eff_bw"):
         out[:, names.index(n)] = np.minimum(out[:, names.index(n)] * f[:, 0], 1.0)
-    out[:, names.index("step_overhead_s")] = out[:, names.index("step_overhead_s")] / f[:, 0]
+    for n in ("step_overhead_s", "layer_overhead_s"):
+        out[:, names.index(n)] = out[:, names.index(n)] / f[:, 0]
     return out
 
