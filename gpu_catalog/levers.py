@@ -210,6 +210,22 @@ class EngineLevers(_Strict):
 
 
 @dataclass(frozen=True)
+class AcceptanceAt:
+    """A default acceptance rate at the requested draft length and the measurements it comes from."""
+
+    acceptance_rate: float
+    num_speculative_tokens: int
+    measurements: tuple[SpeculativeMeasurement, ...]   # one, or the two interpolated between (lower k first)
+    # measured: at this k; interpolated: linear in k between two; flat_below / flat_above: outside the measured
+    # k, the nearest end's figure
+    basis: Literal["measured", "interpolated", "flat_below", "flat_above"]
+
+    @property
+    def measured_tokens(self) -> tuple[int, ...]:
+        return tuple(m.num_speculative_tokens for m in self.measurements)
+
+
+@dataclass(frozen=True)
 class Levers:
     measurements: list[SpeculativeMeasurement]
     defaults: list[SpeculativeDefault]
@@ -230,6 +246,48 @@ class Levers:
         """The measurement behind the default acceptance of ``method`` for ``model_id`` (catalog id), if sourced."""
         row = self._default.get((method, model_id)) or self._default.get((method, None))
         return None if row is None or row.measurement is None else self._measurement[row.measurement]
+
+    def default_measurements(self, method: str, model_id: str | None,
+                             types: dict[str, str]) -> list[SpeculativeMeasurement]:
+        """The measurements behind the default acceptance of ``method`` for ``model_id``, one per measured k, in
+        ascending k: those of the model the default row names, and for MTP also those of the models whose
+        checkpoints share its MTP module (``mtp_modules`` rows of the same architecture; ``types``: catalog model
+        id -> model_type). At one k the row the default names wins, then the named model's own figure, then the
+        file's order. Empty when the method has no sourced figure."""
+        named = self.default_acceptance(method, model_id)
+        if named is None:
+            return []
+        models = {named.model}
+        if method == "mtp" and named.model is not None:
+            arch = types.get(named.model)
+            models |= {r.model for r in self.mtp_modules if arch is not None and types.get(r.model) == arch}
+        pool = [m for m in self.measurements if m.method == method and m.model in models]
+        best: dict[int, SpeculativeMeasurement] = {}
+        for m in sorted(pool, key=lambda m: (m is not named, m.model != named.model)):
+            best.setdefault(m.num_speculative_tokens, m)
+        return [best[k] for k in sorted(best)]
+
+    def default_acceptance_at(self, method: str, model_id: str | None, num_speculative_tokens: int,
+                              types: dict[str, str]) -> AcceptanceAt | None:
+        """The default acceptance of ``method`` for ``model_id`` at draft length k (``default_measurements``):
+        the figure measured at k; between two measured k, linear in k between the nearest below and above;
+        outside the measured range, the nearest end's figure held flat. None without a sourced figure."""
+        pool = self.default_measurements(method, model_id, types)
+        if not pool:
+            return None
+        k = num_speculative_tokens
+        exact = next((m for m in pool if m.num_speculative_tokens == k), None)
+        if exact is not None:
+            return AcceptanceAt(exact.acceptance_rate, k, (exact,), "measured")
+        if k < pool[0].num_speculative_tokens:
+            return AcceptanceAt(pool[0].acceptance_rate, k, (pool[0],), "flat_below")
+        if k > pool[-1].num_speculative_tokens:
+            return AcceptanceAt(pool[-1].acceptance_rate, k, (pool[-1],), "flat_above")
+        lo = max((m for m in pool if m.num_speculative_tokens < k), key=lambda m: m.num_speculative_tokens)
+        hi = min((m for m in pool if m.num_speculative_tokens > k), key=lambda m: m.num_speculative_tokens)
+        share = (k - lo.num_speculative_tokens) / (hi.num_speculative_tokens - lo.num_speculative_tokens)
+        a = lo.acceptance_rate + share * (hi.acceptance_rate - lo.acceptance_rate)
+        return AcceptanceAt(a, k, (lo, hi), "interpolated")
 
     def mtp_modules_of(self, model_id: str, model_type: str | None, types: dict[str, str]) -> int | None:
         """MTP modules the checkpoint ``model_id`` ships: its own row, else that of a listed model of the same

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpu_catalog.levers import Levers, SpeculativeMeasurement
+from gpu_catalog.levers import AcceptanceAt, Levers
 from gpu_catalog.schema import ModelSpec
 from service.core.candidates import Candidates, Params, take_rows
 from service.core.levers import expected_tokens_per_step_tok
@@ -40,7 +40,7 @@ class LeverChoice:
     num_speculative_tokens: int
     acceptance_rate: float
     acceptance_source: str | None       # None: the request's own figure
-    measured_at_tokens: int | None      # k of the default's measurement
+    default_acceptance: AcceptanceAt | None  # the catalog default used (None: the request's own figure)
     host_link_gb_s: float | None        # host-to-GPU bandwidth, GB/s, with offload
     offload_bytes: float
     prefix_hit_rate: float
@@ -121,21 +121,41 @@ def check_levers(adv: Advisor, model: ModelSpec, dep: Deployment, prefix: list[s
 def lever_choice(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload) -> LeverChoice:
     """The figures ``dep``'s levers use (``check_levers`` passed)."""
     spec = dep.speculative
-    a, source, measured_k = 0.0, None, None
+    a, source, default = 0.0, None, None
     if spec is not None:
         if spec.acceptance_rate is not None:
             a = spec.acceptance_rate
         else:
-            m: SpeculativeMeasurement | None = adv.levers.default_acceptance(spec.method, model.id)
-            assert m is not None   # check_levers refused a method without a default
-            a, source, measured_k = m.acceptance_rate, f"{m.id}: {m.source} ({m.workload})", m.num_speculative_tokens
+            default = default_acceptance_at(adv, model, spec.method, spec.num_speculative_tokens)
+            assert default is not None   # check_levers refused a method without a default
+            a, source = default.acceptance_rate, acceptance_source(default)
     link = adv.levers.host_link_bw_gb_s_per_direction(dep.gpu) if dep.cpu_offload_gb or dep.kv_offload_gb else None
     return LeverChoice(
         method=spec.method if spec else None, num_speculative_tokens=spec.num_speculative_tokens if spec else 0,
-        acceptance_rate=a, acceptance_source=source, measured_at_tokens=measured_k, host_link_gb_s=link,
+        acceptance_rate=a, acceptance_source=source, default_acceptance=default, host_link_gb_s=link,
         offload_bytes=float(dep.cpu_offload_gb or 0.0) * GB_BYTES, prefix_hit_rate=hit_rate(dep, wl),
         kv_offload_bytes=float(dep.kv_offload_gb or 0.0) * GB_BYTES,
         prefix_working_set_tok=float(wl.prefix_working_set_tokens or 0))
+
+
+def default_acceptance_at(adv: Advisor, model: ModelSpec, method: str, k: int) -> AcceptanceAt | None:
+    """The catalog's acceptance rate for ``method`` on ``model`` at draft length ``k`` (levers.yaml, interpolated
+    in k between measurements; ``Levers.default_acceptance_at``)."""
+    types = {m.id: m.model_type for m in adv.catalog.models}
+    return adv.levers.default_acceptance_at(method, model.id, k, types)
+
+
+def acceptance_source(d: AcceptanceAt) -> str:
+    """The measurement(s) a default acceptance comes from, with their sources, and how it was taken from them."""
+    def one(i: int) -> str:
+        m = d.measurements[i]
+        return f"{m.id}: {m.acceptance_rate:g} at k={m.num_speculative_tokens}, {m.source} ({m.workload})"
+
+    if d.basis == "measured":
+        return one(0)
+    if d.basis == "interpolated":
+        return f"interpolated linearly in k between {one(0)} and {one(1)}"
+    return f"the nearest measured k, held flat: {one(0)}"
 
 
 def draft_repository(adv: Advisor, model: ModelSpec, dep: Deployment) -> str | None:
@@ -296,9 +316,15 @@ def lever_notes(ch: LeverChoice, pp: int) -> list[str]:
                      f"{tau:.2f} tokens per sequence per verify step; each step verifies k+1 tokens per sequence "
                      "and runs k draft passes; memory counts the draft's weights (in weights) and, per sequence, k "
                      "slots for the draft tokens and the draft's own KV cache (in kv_bytes_per_token)")
-        if ch.measured_at_tokens is not None and ch.measured_at_tokens != k:
-            notes.append(f"the default acceptance rate was measured at k={ch.measured_at_tokens}, not k={k}: "
-                         "measured rates fall with the draft position, so a longer k is optimistic")
+        d = ch.default_acceptance
+        if d is not None and d.basis == "flat_above":
+            notes.append(f"the default acceptance rate was measured at k={d.measured_tokens[0]} at most, not k={k}: "
+                         "it is held flat beyond, which is optimistic for a longer k (measured rates fall with the "
+                         "draft position)")
+        elif d is not None and d.basis == "flat_below":
+            notes.append(f"the default acceptance rate was measured at k={d.measured_tokens[0]} at least, not "
+                         f"k={k}: it is held flat below, which is likely conservative for a shorter k (measured "
+                         "rates fall with the draft position)")
     if ch.offload_bytes:
         floor_ms = ch.offload_bytes / ((ch.host_link_gb_s or math.inf) * GB_BYTES) * pp * 1e3
         notes.append(f"CPU offload: {ch.offload_bytes / GB_BYTES:g} GB of weights per GPU stream over the "

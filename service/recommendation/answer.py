@@ -282,6 +282,14 @@ def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:
             # simulation times the verify steps' share of the token budget, which delays prompts): the layout
             # without it is tried next, so the answer does not lose it
             queue.appendleft((sc, plain, -1))
+            d, spec = rec.deployment, sc.speculative(i)
+            v.dropped.append(f"dropped after simulation: {d.replicas} x TP{d.tp} {d.gpu} {d.weight_dtype}/"
+                             f"{d.kv_dtype} on {d.engine} +{spec.method if spec else ''} "
+                             f"k={spec.num_speculative_tokens if spec else ''}: {'; '.join(over)} (tried "
+                             "without speculation instead)")
+            # not settled at more replicas: those would be weighed against cheaper untried candidates only
+            # after they filled the answer, while the layout without it may meet the bounds as it is
+            continue
         rec, over = settle_replicas(a, v, dep, rec, over)
         if over:
             d = rec.deployment

@@ -26,6 +26,7 @@ from gpu_catalog.schema import ModelSpec
 from service.core.costmodel import Params, ServeInputs, static_terms, step_model
 from service.core.memory import capacity
 from service.prediction.levers import (
+    default_acceptance_at,
     draft_kv_tok_bytes,
     draft_sizes,
     mtp_model_types,
@@ -53,8 +54,8 @@ if TYPE_CHECKING:
 
 F = NDArray[np.float64]
 
-# Draft lengths k tried: each at most the k its acceptance rate was measured at (measured rates fall with the
-# draft position, so a rate measured at k is optimistic beyond it and conservative below it). A search grid.
+# Draft lengths k tried: each at most the largest k the model's acceptance was measured at (measured rates fall
+# with the draft position, so a rate held flat beyond it is optimistic). A search grid.
 SPEC_TOKENS_GRID = (1, 2, 3, 5)
 # Layouts the speculative variants are searched on, at most: a bound on the work of one request.
 LEVER_LAYOUTS = 16
@@ -71,7 +72,8 @@ class SpecOption:
 def spec_options(adv: Advisor, model: ModelSpec) -> list[SpecOption]:
     """The speculation the catalog supports for ``model``: EAGLE-3 where levers.yaml names a published head
     measured on it, MTP where its architecture ships MTP modules; each at the draft lengths of
-    ``SPEC_TOKENS_GRID`` up to the k its acceptance rate was measured at."""
+    ``SPEC_TOKENS_GRID`` up to the largest k its acceptance was measured at, with the default acceptance at
+    that k (``default_acceptance_at``: measured, interpolated in k, or held flat below the smallest)."""
     out: list[SpecOption] = []
     for method in ("eagle3", "mtp"):
         m = adv.levers.default_acceptance(method, model.id)
@@ -82,8 +84,11 @@ def spec_options(adv: Advisor, model: ModelSpec) -> list[SpecOption]:
         if method == "mtp" and model.model_type not in mtp_model_types(adv):
             continue
         draft = m.draft if method == "eagle3" else None
-        out += [SpecOption(Speculative(method=method, num_speculative_tokens=k, draft_model=draft),
-                           m.acceptance_rate) for k in SPEC_TOKENS_GRID if k <= m.num_speculative_tokens]
+        for k in SPEC_TOKENS_GRID:
+            a = default_acceptance_at(adv, model, method, k)
+            if a is not None and a.basis != "flat_above":
+                out.append(SpecOption(Speculative(method=method, num_speculative_tokens=k, draft_model=draft),
+                                      a.acceptance_rate))
     return out
 
 

@@ -46,6 +46,51 @@ def test_defaults_pick_the_model_figure_then_the_method_figure() -> None:
     assert set(METHODS) == {d.method for d in levers.defaults}
 
 
+def _types() -> dict[str, str]:
+    return {m.id: m.model_type for m in load_catalog().models}
+
+
+@pytest.mark.parametrize(("method", "model", "k", "want_a", "want_ids", "basis"), [
+    # exact hits: the DeepSeek-V3 report (0.85, k = 1); nebius's tau 3.20 at k = 7 (0.707)
+    ("mtp", "deepseek-ai/DeepSeek-V3", 1, 0.85, ["mtp-deepseek-v3-report-k1"], "measured"),
+    ("mtp", "deepseek-ai/DeepSeek-V3", 7, 0.707, ["mtp-deepseek-v3-0324-original-k7"], "measured"),
+    ("eagle3", "meta-llama/Llama-3.1-8B", 3, 0.717, ["eagle3-llama-3.1-8b-mtbench-vllm-k3"], "measured"),
+    # R1 shares V3's MTP module: its own k = 1 row, then V3's k = 7 row; 0.85 + (3 - 1) / (7 - 1) x (0.707 - 0.85)
+    ("mtp", "deepseek-ai/DeepSeek-R1", 3, 0.85 - 2 / 6 * 0.143,
+     ["mtp-deepseek-r1-report-k1", "mtp-deepseek-v3-0324-original-k7"], "interpolated"),
+    ("mtp", "deepseek-ai/DeepSeek-R1", 1, 0.85, ["mtp-deepseek-r1-report-k1"], "measured"),
+    # 0.717 + (5 - 3) / (7 - 3) x (0.743 - 0.717); a model without its own figure takes the method's rows
+    ("eagle3", "meta-llama/Llama-3.1-8B", 5, 0.717 + 2 / 4 * 0.026,
+     ["eagle3-llama-3.1-8b-mtbench-vllm-k3", "eagle3-llama-3.1-8b-mtbench-vllm-k7"], "interpolated"),
+    ("eagle3", "mistralai/Mistral-7B-Instruct-v0.3", 5, 0.717 + 2 / 4 * 0.026,
+     ["eagle3-llama-3.1-8b-mtbench-vllm-k3", "eagle3-llama-3.1-8b-mtbench-vllm-k7"], "interpolated"),
+    # outside the measured k: the nearest end, held flat
+    ("eagle3", "meta-llama/Llama-3.1-8B", 2, 0.717, ["eagle3-llama-3.1-8b-mtbench-vllm-k3"], "flat_below"),
+    ("eagle3", "meta-llama/Llama-3.3-70B-Instruct", 3, 0.666, ["eagle3-llama-3.3-70b-mtbench-k7-t1"], "flat_below"),
+    ("mtp", "deepseek-ai/DeepSeek-R1", 10, 0.707, ["mtp-deepseek-v3-0324-original-k7"], "flat_above"),
+    ("eagle3", "Qwen/Qwen3-8B", 5, 0.625, ["eagle3-qwen3-8b-mtbench-vllm-k3"], "flat_above"),
+])
+def test_default_acceptance_follows_k_between_the_measurements(method: str, model: str, k: int, want_a: float,
+                                                               want_ids: list[str], basis: str) -> None:
+    got = load_levers().default_acceptance_at(method, model, k, _types())
+    assert got is not None
+    assert got.acceptance_rate == pytest.approx(want_a, abs=1e-12)
+    assert [m.id for m in got.measurements] == want_ids
+    assert got.basis == basis
+
+
+def test_default_measurements_one_per_k_the_named_row_first() -> None:
+    levers = load_levers()
+    # V3 and R1 both have a k = 1 row (the same report figure): each model keeps the row its default names
+    v3 = levers.default_measurements("mtp", "deepseek-ai/DeepSeek-V3", _types())
+    r1 = levers.default_measurements("mtp", "deepseek-ai/DeepSeek-R1", _types())
+    assert [(m.id, m.num_speculative_tokens) for m in v3] == [
+        ("mtp-deepseek-v3-report-k1", 1), ("mtp-deepseek-v3-0324-original-k7", 7)]
+    assert [m.id for m in r1] == ["mtp-deepseek-r1-report-k1", "mtp-deepseek-v3-0324-original-k7"]
+    assert levers.default_acceptance_at("ngram", "meta-llama/Llama-3.1-8B", 5, _types()) is None
+    assert levers.default_measurements("draft_model", None, _types()) == []
+
+
 def test_host_link_bandwidth_per_direction() -> None:
     levers = load_levers()
     # PCIe 4.0 x16: 16 GT/s x 16 lanes x 128/130 / 8 = 31.5 GB/s; NVLink-C2C: 900 GB/s both ways / 2.

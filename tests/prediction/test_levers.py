@@ -139,6 +139,51 @@ def test_mtp_module_memory_is_a_whole_moe_layer(client: TestClient) -> None:
         plain["memory_per_gpu_gb"]["kv_bytes_per_token"] * 62 / 61 * 1283 / 1280, rel=1e-9)
 
 
+def mtp_note(client: TestClient, k: int) -> tuple[str, list[str]]:
+    body = {"model": "deepseek-ai/DeepSeek-R1", "deployment": {**R1_DEP, "speculative": {
+        "method": "mtp", "num_speculative_tokens": k}},
+        "workload": {"input_tokens": 1024, "output_tokens": 256, "concurrency": 1}, "simulation": {"enabled": False}}
+    r = client.post("/v1/predictions", json=body)
+    assert r.status_code == 200, r.text
+    notes: list[str] = r.json()["notes"]
+    return next(n for n in notes if n.startswith("speculative decoding")), notes
+
+
+def test_default_acceptance_is_interpolated_in_k_and_names_both_sources(client: TestClient) -> None:
+    # levers.yaml: R1's own 0.85 at k = 1 (DeepSeek-V3 report) and V3-0324's 0.707 at k = 7 (nebius, tau 3.20,
+    # the same MTP module): at k = 3, 0.85 + (3 - 1) / (7 - 1) x (0.707 - 0.85) = 0.802333...
+    a = 0.85 + 2 / 6 * (0.707 - 0.85)
+    note, notes = mtp_note(client, 3)
+    tau = (1 - a ** 4) / (1 - a)
+    assert f"acceptance rate {a:g} " in note and f"gives {tau:.2f} tokens" in note
+    assert "interpolated linearly in k between mtp-deepseek-r1-report-k1: 0.85 at k=1" in note
+    assert "and mtp-deepseek-v3-0324-original-k7: 0.707 at k=7" in note
+    assert "arxiv.org/pdf/2412.19437" in note and "huggingface.co/nebius/MTP-DeepSeek-V3-0324" in note
+    assert not any("held flat" in n for n in notes)
+
+
+def test_default_acceptance_at_a_measured_k_is_that_figure(client: TestClient) -> None:
+    note, _ = mtp_note(client, 7)
+    assert ("acceptance rate 0.707 (the catalog's default for mtp, mtp-deepseek-v3-0324-original-k7: 0.707 "
+            "at k=7") in note
+    assert "mtp-deepseek-r1-report-k1" not in note and "interpolated" not in note
+    note, _ = mtp_note(client, 1)
+    assert "acceptance rate 0.85 (the catalog's default for mtp, mtp-deepseek-r1-report-k1: 0.85 at k=1" in note
+
+
+def test_default_acceptance_beyond_the_measured_k_is_flat_and_says_so(client: TestClient) -> None:
+    note, notes = mtp_note(client, 10)
+    assert "acceptance rate 0.707 (the catalog's default for mtp, the nearest measured k, held flat: " \
+           "mtp-deepseek-v3-0324-original-k7: 0.707 at k=7" in note
+    flat = next(n for n in notes if "held flat beyond" in n)
+    assert "measured at k=7 at most, not k=10" in flat and "optimistic" in flat
+    # below the smallest measured k (EAGLE-3 on Llama-3.1-8B: k = 3 and 7), the k = 3 figure, said to be flat
+    spec = ok(client, dep={"speculative": {"method": "eagle3", "num_speculative_tokens": 2}})
+    note = next(n for n in spec["notes"] if n.startswith("speculative decoding"))
+    assert "acceptance rate 0.717 " in note and "held flat: eagle3-llama-3.1-8b-mtbench-vllm-k3" in note
+    assert any("measured at k=3 at least, not k=2" in n for n in spec["notes"])
+
+
 def test_mtp_draft_reads_the_experts_its_tokens_route_to(advisor: Advisor) -> None:
     """Each of the k draft passes over b sequences reads the MTP layer's routed experts those b tokens route to,
     (1 - (1 - 8/256)^b) of its 256 experts, beside its fixed reads; the compiled step (serving solve and
