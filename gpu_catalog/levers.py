@@ -252,8 +252,9 @@ class Levers:
         """The measurements behind the default acceptance of ``method`` for ``model_id``, one per measured k, in
         ascending k: those of the model the default row names, and for MTP also those of the models whose
         checkpoints share its MTP module (``mtp_modules`` rows of the same architecture; ``types``: catalog model
-        id -> model_type). At one k the row the default names wins, then the named model's own figure, then the
-        file's order. Empty when the method has no sourced figure."""
+        id -> model_type); for the other methods only those of the named row's draft head or model. At one k the
+        row the default names wins, then the named model's own figure, then the file's order. Empty when the
+        method has no sourced figure."""
         named = self.default_acceptance(method, model_id)
         if named is None:
             return []
@@ -262,6 +263,9 @@ class Levers:
             arch = types.get(named.model)
             models |= {r.model for r in self.mtp_modules if arch is not None and types.get(r.model) == arch}
         pool = [m for m in self.measurements if m.method == method and m.model in models]
+        if method != "mtp":
+            # an EAGLE head's or a draft model's acceptance is its own: another head's figures are not mixed in
+            pool = [m for m in pool if m.draft == named.draft]
         best: dict[int, SpeculativeMeasurement] = {}
         for m in sorted(pool, key=lambda m: (m is not named, m.model != named.model)):
             best.setdefault(m.num_speculative_tokens, m)

@@ -59,11 +59,11 @@ def _types() -> dict[str, str]:
     ("mtp", "deepseek-ai/DeepSeek-R1", 3, 0.85 - 2 / 6 * 0.143,
      ["mtp-deepseek-r1-report-k1", "mtp-deepseek-v3-0324-original-k7"], "interpolated"),
     ("mtp", "deepseek-ai/DeepSeek-R1", 1, 0.85, ["mtp-deepseek-r1-report-k1"], "measured"),
-    # 0.717 + (5 - 3) / (7 - 3) x (0.743 - 0.717); a model without its own figure takes the method's rows
-    ("eagle3", "meta-llama/Llama-3.1-8B", 5, 0.717 + 2 / 4 * 0.026,
-     ["eagle3-llama-3.1-8b-mtbench-vllm-k3", "eagle3-llama-3.1-8b-mtbench-vllm-k7"], "interpolated"),
-    ("eagle3", "mistralai/Mistral-7B-Instruct-v0.3", 5, 0.717 + 2 / 4 * 0.026,
-     ["eagle3-llama-3.1-8b-mtbench-vllm-k3", "eagle3-llama-3.1-8b-mtbench-vllm-k7"], "interpolated"),
+    # the k = 7 figure of Llama-3.1-8B is of another head (yuhuili's, not the RedHatAI head the default names):
+    # not mixed in, so k = 5 holds the k = 3 figure flat; a model without its own figure takes the method's row
+    ("eagle3", "meta-llama/Llama-3.1-8B", 5, 0.717, ["eagle3-llama-3.1-8b-mtbench-vllm-k3"], "flat_above"),
+    ("eagle3", "mistralai/Mistral-7B-Instruct-v0.3", 5, 0.717, ["eagle3-llama-3.1-8b-mtbench-vllm-k3"],
+     "flat_above"),
     # outside the measured k: the nearest end, held flat
     ("eagle3", "meta-llama/Llama-3.1-8B", 2, 0.717, ["eagle3-llama-3.1-8b-mtbench-vllm-k3"], "flat_below"),
     ("eagle3", "meta-llama/Llama-3.3-70B-Instruct", 3, 0.666, ["eagle3-llama-3.3-70b-mtbench-k7-t1"], "flat_below"),
