@@ -13,6 +13,7 @@ with their effect, each predicted as POST /v1/predictions predicts it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
 from gpu_catalog.schema import ModelSpec
@@ -62,13 +63,8 @@ def with_offload(adv: Advisor, model: ModelSpec, req: RecommendationRequest, dep
     settings = settings_for(adv, dep, adv.gpus[dep.gpu], req.workload)[0]
     args = EngineArgs(max_num_seqs=settings.max_num_seqs, max_num_batched_tokens=settings.max_num_batched_tokens,
                       gpu_memory_utilization=settings.memory_fraction, max_model_len=settings.max_model_len)
-    out = dep.model_copy(update={"cpu_offload_gb": gb, "engine_version": settings.engine_version,
-                                 "engine_args": args})
-    try:
-        adv.check_runnable(model, out, req.workload, ["deployment"])
-    except InvalidRequest:
-        return None
-    return out
+    return runnable(adv, model, req.workload, dep.model_copy(update={
+        "cpu_offload_gb": gb, "engine_version": settings.engine_version, "engine_args": args}))
 
 
 def offload_dtypes(adv: Advisor, model: ModelSpec, named: list[str] | None) -> list[str]:
@@ -93,13 +89,10 @@ def offload_trials(adv: Advisor, model: ModelSpec, req: RecommendationRequest,
     for g in gpus:
         for d in offload_dtypes(adv, model, cons.weight_dtypes):
             for tp in offload_tps(adv, model, ap, g):
-                dep = Deployment(gpu=g, weight_dtype=d, engine=OFFLOAD_ENGINE, tp=tp, gpu_count=tp,
-                                 engine_version=version)
-                try:
-                    adv.check_runnable(model, dep, wl, ["deployment"])
-                except InvalidRequest:
-                    continue
-                plain.append(dep)
+                dep = runnable(adv, model, wl, Deployment(gpu=g, weight_dtype=d, engine=OFFLOAD_ENGINE, tp=tp,
+                                                          gpu_count=tp, engine_version=version))
+                if dep is not None:
+                    plain.append(dep)
     if not plain:
         return []
     s = analyse(adv, model, wl, plain).static
@@ -138,22 +131,37 @@ def model_speculative(adv: Advisor, model: ModelSpec) -> Speculative | None:
     return None
 
 
+def runnable(adv: Advisor, model: ModelSpec, wl: Workload, dep: Deployment) -> Deployment | None:
+    """``dep`` if the engine can run it for ``wl`` (``Advisor.check_runnable``), else None."""
+    try:
+        adv.check_runnable(model, dep, wl, ["deployment"])
+    except InvalidRequest:
+        return None
+    return dep
+
+
+def first_meeting(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied,
+                  trials: Iterable[Deployment | None]) -> Recommendation | None:
+    """The prediction of the first of ``trials`` (None: skipped) that meets every bound of ``ap``; trials after it
+    are not predicted."""
+    for trial in trials:
+        if trial is None:
+            continue
+        rec, over = predicted_against(adv, model, req, ap, trial, {})
+        if not over:
+            return rec
+    return None
+
+
 def speculative_trial(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied,
                       near: list[Deployment]) -> Recommendation | None:
     """The first of ``near`` that meets every bound of ``ap`` with the model's speculation (``model_speculative``)."""
     spec = model_speculative(adv, model)
     if spec is None:
         return None
-    for dep in near:
-        trial = dep.model_copy(update={"speculative": spec})
-        try:
-            adv.check_runnable(model, trial, req.workload, ["deployment"])
-        except InvalidRequest:
-            continue
-        rec, over = predicted_against(adv, model, req, ap, trial, {})
-        if not over:
-            return rec
-    return None
+    return first_meeting(adv, model, req, ap, (runnable(adv, model, req.workload,
+                                                        dep.model_copy(update={"speculative": spec}))
+                                               for dep in near))
 
 
 def speculative_offer(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied,
@@ -189,25 +197,14 @@ def with_kv_offload(adv: Advisor, model: ModelSpec, req: RecommendationRequest, 
     gb = kv_offload_size_gb(adv, model, req.workload, dep)
     if gb is None:
         return None
-    out = dep.model_copy(update={"kv_offload_gb": gb, "engine_version": engine_version(adv, dep)})
-    try:
-        adv.check_runnable(model, out, req.workload, ["deployment"])
-    except InvalidRequest:
-        return None
-    return out
+    return runnable(adv, model, req.workload,
+                    dep.model_copy(update={"kv_offload_gb": gb, "engine_version": engine_version(adv, dep)}))
 
 
 def kv_offload_trial(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied,
                      near: list[Deployment]) -> Recommendation | None:
     """The first of ``near`` that meets every bound of ``ap`` with a host KV tier (``with_kv_offload``)."""
-    for dep in near:
-        trial = with_kv_offload(adv, model, req, dep)
-        if trial is None:
-            continue
-        rec, over = predicted_against(adv, model, req, ap, trial, {})
-        if not over:
-            return rec
-    return None
+    return first_meeting(adv, model, req, ap, (with_kv_offload(adv, model, req, dep) for dep in near))
 
 
 def kv_offload_offer(adv: Advisor, model: ModelSpec, req: RecommendationRequest, ap: Applied,
