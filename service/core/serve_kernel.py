@@ -42,9 +42,9 @@ def _ttft_f(b: float, step_s: float, arrivals: float, max_batched_tok: float, mi
     ``ahead`` prompts ahead) and half a step to the next one. ``others``: the share of the decoding batch that
     belongs to other requests (a closed loop of one client finds no decode running when it sends).
     With speculation a step is a verify step per emitted token (``tok_per_step`` tokens each): the prompt chunk
-    per step is ``StepModel.prompt_budget_tok``, the budget left by ``verify_tok`` tokens per decoding
-    sequence, over ``tok_per_step``; a prompt waits for the next verify step, ``tok_per_step`` steps (the
-    simulation's ``sim_kernel.prompt_budget_f``)."""
+    per step is the budget left by ``verify_tok`` tokens per decoding sequence, over ``tok_per_step``; a
+    prompt waits for the next verify step, ``tok_per_step`` steps (the simulation's
+    ``sim_kernel.prompt_budget_f``)."""
     chunk = max(max_batched_tok - b * verify_tok, min_chunk) / tok_per_step
     busy = min(b, 1.0) * others
     extra = busy * max(isl * (step_s / chunk + c_prefill) - alone, 0.0)
@@ -256,11 +256,6 @@ def serve_into(mode: int, moe_all: B_, inputs: F, first_in: int, out: F, over: B
                                           draft_expert_s[i], draft_log_miss[i])
             out_b[i], out_tpot[i], out_share[i], out_ttft[i], out_x[i] = B, step_b, sh_b, 0.0, 0.0
             continue
-        # saturated steady state (offline, and the cap of the other modes)
-        step, share = decode_step_f(cap, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
-                                     flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i],
-                                     draft_expert_s[i], draft_log_miss[i])
-        tpot = step + cap * io[i] * c_prefill[i]
         if mode == MODE_OFFLINE and 0.0 < per_replica[i] <= cap:
             _offline_job(i, per_replica[i], isl[i], dec_steps[i], max_batched_tok[i], c_prefill[i], ttft_fixed_s[i],
                          pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i], flop_s_seq[i], comm_fixed_s[i],
@@ -295,7 +290,11 @@ def serve_into(mode: int, moe_all: B_, inputs: F, first_in: int, out: F, over: B
             hi[i] = min(C, cap)
         else:
             lam = max(per_replica[i], 1e-9)
-            x_cap = cap / (dec_steps[i] * tpot)          # completion rate at the cap
+            # the saturated steady state at the cap, and its completion rate
+            step, _ = decode_step_f(cap, pp[i], dense_s[i], expert_s[i], log_miss[i], moe[i], seq_s[i],
+                                    flop_s_seq[i], comm_fixed_s[i], comm_seq_s[i], step_fixed_s[i],
+                                    draft_expert_s[i], draft_log_miss[i])
+            x_cap = cap / (dec_steps[i] * (step + cap * io[i] * c_prefill[i]))
             target[i] = min(lam, x_cap * _SATURATION_SHARE)
             wave_q[i] = 0.0
             ahead[i] = _NO_LIMIT
