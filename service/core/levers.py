@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
-from service.core.candidates import MODE_OFFLINE, MODE_RATE
+from service.core.candidates import MODE_RATE
 from service.core.types import F
 from service.units import GB_BYTES
 
@@ -257,7 +257,7 @@ def running_seqs(sm: StepModel) -> F:
             step_s = sm.decode_step(b)[0] + b * (s.isl / s.osl) * sm.c_prefill_s
             b = np.minimum(per * (sm.ttft_fixed_s + sm.prefill_alone_s + s.osl * step_s), cap)
         out = np.where(rate, b, out)
-    return np.where(mode == MODE_OFFLINE, np.where(per > 0.0, out, cap), out)
+    return out
 
 
 @dataclass(frozen=True)
@@ -310,7 +310,7 @@ def with_levers(sm: StepModel) -> StepModel:
       MoE draft (MTP) the routed experts of ``draft_expert_bytes`` its batch routes to (``draft_expert_s``,
       ``StepModel.draft_read_s``).
     - The token budget: a verify step's decodes take ``k + 1`` tokens each of it (``verify_tok``), and its
-      prompt tokens are shared by the ``tau`` tokens it emits (``tok_per_step``; ``prompt_budget_tok``).
+      prompt tokens are shared by the ``tau`` tokens it emits (``tok_per_step``; ``sim_kernel.prompt_budget_f``).
     - Prefix cache: the prompt costs leave the cached prefix out (``prefix_cached_prefill_tok_s``). With a
       working set of reusable prefixes (``Static.prefix_working_set_tok``), only the hits the GPU pool or the
       host tier holds are cached (``prefix_tiers``): the rest are recomputed, and each request waits for its

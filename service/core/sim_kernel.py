@@ -93,7 +93,8 @@ def prompt_budget_f(max_tok: int, b: int, verify_tok: float, tok_per_step: float
     """The token budget step ``g`` with ``b`` sequences decoding leaves to prompts: all of it without decodes;
     else the budget less ``verify_tok`` tokens per decode (k + 1 with speculation: vLLM charges the draft tokens
     to the budget) on a step that starts a verify step, and nothing on the others (the verify step's prompt
-    tokens ride on its first step). Over tau steps that averages ``StepModel.prompt_budget_tok``."""
+    tokens ride on its first step). Over tau steps that averages ``(max_tok - b x verify_tok) / tok_per_step``,
+    the per-step budget the serving solve's ``serve_kernel._ttft_f`` uses."""
     if b == 0:
         return max_tok
     if verify_boundary_steps(g, tok_per_step) > 0:

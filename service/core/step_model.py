@@ -96,16 +96,6 @@ class StepModel:
         stage = smooth_max(t_mem, t_cmp) + self.comm_fixed_s + b * self.comm_seq_s
         return pp * stage + self.step_fixed_s + self.draft_read_s(batch), t_cmp / (t_cmp + t_mem)
 
-    def prompt_budget_tok(self, batch: Any, max_batched_tok: Any) -> Any:
-        """Prompt tokens a step with ``batch`` sequences decoding may carry: the token budget less the decodes'
-        tokens. With speculation a verify step's decodes take ``k + 1`` tokens each (vLLM's scheduler charges
-        the draft tokens to the budget) and a step here is a verify step per emitted token, so the verify
-        step's prompt tokens are spread over the ``tau`` tokens it emits. A step without decodes is a prefill
-        of the whole budget. The serving solve's TTFT (``serve_kernel._ttft_f``) and the simulation's
-        scheduler (``sim_kernel.prompt_budget_f``) use this."""
-        left = np.maximum(max_batched_tok - batch * self.verify_tok, 0.0) / self.tok_per_step
-        return np.where(batch > 0, left, max_batched_tok)
-
     def draft_read_s(self, batch: F) -> F:
         """Routed experts an MoE draft's passes read per emitted token with ``batch`` sequences decoding: each
         pass runs the whole batch through the draft once, and reads the experts its tokens route to."""
