@@ -35,6 +35,8 @@ class Advisor:
         self.cal = calibration
         self.tables = build_tables(catalog, constants)
         self.gpus: dict[str, GpuSpec] = {g.id: g for g in catalog.gpus}
+        # catalog model id -> config.json model_type (which models share an architecture's MTP module)
+        self.model_types: dict[str, str] = {m.id: m.model_type for m in catalog.models}
         self.weight_dtypes = {d.id: d for d in catalog.weight_dtypes}
         self.kv_dtypes = {d.id: d for d in catalog.kv_dtypes}
         self.engines = {e.id: e for e in catalog.engines}

@@ -141,7 +141,7 @@ def lever_choice(adv: Advisor, model: ModelSpec, dep: Deployment, wl: Workload) 
 def default_acceptance_at(adv: Advisor, model: ModelSpec, method: str, k: int) -> AcceptanceAt | None:
     """The catalog's acceptance rate for ``method`` on ``model`` at draft length ``k`` (levers.yaml, interpolated
     in k between measurements; ``Levers.default_acceptance_at``)."""
-    types = {m.id: m.model_type for m in adv.catalog.models}
+    types = adv.model_types
     return adv.levers.default_acceptance_at(method, model.id, k, types)
 
 
@@ -198,7 +198,7 @@ class DraftSizes:
 def mtp_modules(adv: Advisor, model: ModelSpec) -> int:
     """MTP modules ``model``'s checkpoint ships (levers.yaml mtp_modules, by model or architecture); an MTP
     checkpoint has at least one."""
-    types = {m.id: m.model_type for m in adv.catalog.models}
+    types = adv.model_types
     return adv.levers.mtp_modules_of(model.id, model.model_type, types) or 1
 
 
