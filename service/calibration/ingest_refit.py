@@ -131,7 +131,6 @@ class RefitDone:
 
     version: int | None                # the version in use after it
     stored: bool                       # whether it stored a new version
-    ingest_ids: list[int]
 
 
 class RefitProcessFailed(RuntimeError):
@@ -181,7 +180,8 @@ class RefitProcess:
         return self.proc
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """End the process: it exits once its stdin closes (after the refit under way, if any)."""
+        """End the process: it exits once its stdin closes (after the refit under way, if any); after
+        ``timeout_s`` it is terminated, so a worker's shutdown is not held by a long refit."""
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return
@@ -223,8 +223,7 @@ def serve(lines: Callable[[], str], answer: Callable[[str], None]) -> None:
             log.exception("refit failed")
             answer(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
             continue
-        done = None if pending is None else {"version": pending.version, "stored": pending.refit.row is not None,
-                                             "ingest_ids": pending.ingest_ids}
+        done = None if pending is None else {"version": pending.version, "stored": pending.refit.row is not None}
         answer(json.dumps({"done": done}))
     engine.dispose()
 
