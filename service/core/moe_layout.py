@@ -177,7 +177,7 @@ def mtp_params(m: ModelSpec, modules: int) -> MtpParams:
     p = param_split(m)
     h, n = m.hidden_size, max(m.num_layers, 1)
     attention = (p.attn_split_params + p.attn_kv_params + p.attn_replicated_params) / n
-    norms = (p.norm_params - h) / n
+    norms = (p.norm_params - h) / n       # per layer: the model's norms less its final norm (h), not repeated
     if p.moe_layers:
         mlp = (p.shared_expert_params + p.router_params) / p.moe_layers
         routed = p.routed_expert_params / p.moe_layers

@@ -63,6 +63,11 @@ PRIOR_ROWS = 6.0            # a segment's parent counts as this many measurement
 PRIOR_SIGMA_LOG = 0.5       # spread of a segment's log-parameter around its parent's
 LOSS_SCALE_LOG = 0.15       # soft-L1 knee: residuals beyond ~15% count linearly (robust to outliers)
 MAX_NFEV_PER_LEVEL = 60
+# the start sits this far (log units) below a ceiling fitted for the run, so it is strictly inside the bounds
+# least_squares is given (its starting point must not lie on one)
+X0_MARGIN_LOG = 1e-6
+# seconds: a TTFT room of 0 or less (a row at its floor) still has a finite log
+LOG_GUARD_S = 1e-12
 # levels fitted on the rows of the layouts every model class shares (not attention DP / expert parallelism)
 SHARED_LEVELS = ("global", "engine")
 
@@ -154,8 +159,8 @@ def _fit_level(tables: Tables, ms: MeasurementSet, seg_of_row: NDArray[np.int64]
     h_lo = math.log(HARNESS_BOUNDS_S[0])
     h_hi = np.log(harness_ceilings(tables, ms, srcs)) if n_h else np.zeros(0)
     seg_hi = np.tile(hi[free], n_seg) if how.ceiling is None else np.minimum(how.ceiling[:, free], hi[free]).ravel()
-    x0 = np.concatenate([np.minimum(np.clip(prior[:, free], lo[free], hi[free]).ravel(), seg_hi - 1e-6),
-                         np.zeros(n_gen), np.minimum(h_prior, h_hi - 1e-6)])
+    x0 = np.concatenate([np.minimum(np.clip(prior[:, free], lo[free], hi[free]).ravel(), seg_hi - X0_MARGIN_LOG),
+                         np.zeros(n_gen), np.minimum(h_prior, h_hi - X0_MARGIN_LOG)])
     lb = np.concatenate([np.tile(lo[free], n_seg), np.full(n_gen, math.log(0.05)), np.full(n_h, h_lo)])
     ub = np.concatenate([seg_hi, np.full(n_gen, math.log(2.0)), h_hi])
     sol = least_squares(fun, x0, bounds=(lb, ub), jac_sparsity=sparsity.tocsr(), loss="soft_l1",
@@ -174,7 +179,7 @@ def front_end_ceilings(room_s: F, rows_of: Sequence[NDArray[np.int64]], lo: F, h
     for j, rows in enumerate(rows_of):
         room = float(np.min(room_s[rows], initial=np.inf))
         if np.isfinite(room):
-            out[j, k] = min(hi[k], max(math.log(max(room, 1e-12)), lo[k] + math.log(2.0)))
+            out[j, k] = min(hi[k], max(math.log(max(room, LOG_GUARD_S)), lo[k] + math.log(2.0)))
     return out
 
 

@@ -78,7 +78,8 @@ class Calibration:
 
     def vector(self, key: str) -> F:
         params = self.segments[key]["params"]
-        # a calibration stored before a parameter existed lacks it: an additive overhead it did not have
+        # a calibration stored before a parameter existed lacks it: an additive overhead it did not have (for
+        # a2a_latency_s not quite: such a calibration charged all-to-alls the all-reduce latency, now 0)
         return np.log([params.get(n, ABSENT_OVERHEAD_S) for n in PARAM_NAMES])
 
     def lookup(self, key: tuple[str, str, str, str]) -> tuple[str, dict[str, Any]]:
