@@ -34,7 +34,7 @@ from gpu_catalog.schema import CostConstants
 from service.calibration.fit import Refit, measurement_set, refit_and_store
 from service.core.calibration import MeasurementSet
 from service.core.costmodel import Tables
-from service.db.session import make_engine, make_sessionmaker, retrying, transaction, wait_for_database
+from service.db.session import retrying, transaction
 from service.repository import calibrations as cal_repo
 from service.repository import ingests as ingest_repo
 
@@ -198,21 +198,14 @@ class RefitProcess:
 def serve(lines: Callable[[], str], answer: Callable[[str], None]) -> None:
     """The refit process: connect (retrying: at nice 19 on a busy machine a connection can time out), then one
     refit of the waiting ingests per request line, one JSON answer line each, until stdin ends."""
-    from gpu_catalog.loader import load_cost_constants
-    from service.calibration.jobs import lowest_priority, read_catalog_in
+    from service.calibration.jobs import lowest_priority, open_job
     from service.core import serve_kernel
-    from service.core.costmodel import build_tables
     from service.settings import Settings
 
     lowest_priority()
     settings = Settings()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    engine = make_engine(settings.database_url)
-    wait_for_database(engine)
-    sessions = make_sessionmaker(engine)
-    catalog = retrying(lambda: read_catalog_in(sessions))
-    constants = load_cost_constants()
-    tables = build_tables(catalog, constants)
+    engine, sessions, catalog, constants, tables = open_job(settings.database_url)
     serve_kernel.warm_up()                 # from numba's on-disk cache, which the worker filled
     while line := lines():
         if not line.strip():

@@ -201,6 +201,20 @@ def read_catalog_in(sessions: sessionmaker[Session]) -> Catalog:
         return read_catalog(session)
 
 
+def open_job(database_url: str, pause_outside_transactions: bool = False
+             ) -> tuple[Engine, sessionmaker[Session], Catalog, CostConstants, Tables]:
+    """A calibration process's database, stored catalog, cost constants and tables (waiting for the database;
+    ``pause_outside_transactions``: a worker's job, which the worker pauses while it serves)."""
+    engine = make_engine(database_url)
+    if pause_outside_transactions:
+        PauseOutsideTransactions(engine)
+    wait_for_database(engine)
+    sessions = make_sessionmaker(engine)
+    catalog = retrying(lambda: read_catalog_in(sessions))
+    constants = load_cost_constants()
+    return engine, sessions, catalog, constants, build_tables(catalog, constants)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fit", action="store_true", help="a full refit on every stored measurement first")
@@ -214,14 +228,8 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = Settings()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    engine = make_engine(settings.database_url)
-    if args.lock_fd is not None:            # started by a worker, which pauses it while serving
-        PauseOutsideTransactions(engine)
-    wait_for_database(engine)
-    sessions = make_sessionmaker(engine)
-    catalog = retrying(lambda: read_catalog_in(sessions))
-    constants = load_cost_constants()
-    tables = build_tables(catalog, constants)
+    # started by a worker (a lock fd), it is paused while the worker serves
+    engine, sessions, catalog, constants, tables = open_job(settings.database_url, args.lock_fd is not None)
     if args.fit:
         t0 = time.perf_counter()
         version = full_refit(sessions, catalog, tables, constants)
