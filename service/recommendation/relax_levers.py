@@ -26,7 +26,7 @@ from service.prediction.levers import engine_version, hit_rate
 from service.recommendation import verify
 from service.recommendation.offer import predicted_against
 from service.recommendation.scenarios import Applied
-from service.recommendation.space import TP_GRID
+from service.recommendation.space import tp_sizes
 from service.schemas.predictions import Deployment, EngineArgs, Speculative, Workload
 from service.schemas.recommendations import DEFAULT_MAX_GPUS, Recommendation, RecommendationRequest, Relaxation
 from service.units import GB_BYTES, MS_PER_S
@@ -45,8 +45,7 @@ def offload_tps(adv: Advisor, model: ModelSpec, ap: Applied, gpu: str) -> list[i
     one node and max_gpus that the model's heads divide (split over more GPUs, each offloads less and streams
     less over its own host link every step)."""
     limit = min(adv.gpus[gpu].max_gpus_per_node, int(ap.constraints.max_gpus or DEFAULT_MAX_GPUS))
-    heads, kv_heads = model.num_attention_heads, model.num_kv_heads
-    tps = [t for t in TP_GRID if t <= limit and heads % t == 0 and (t <= kv_heads or t % kv_heads == 0)]
+    tps = tp_sizes(model, limit)
     return sorted({1, tps[-1]}) if tps else [1]
 
 

@@ -310,6 +310,13 @@ def with_kv_tier(adv: Advisor, table: LayoutTable, static: Static, sm: StepModel
     return replace(static, kv_offload_bytes=gb * GB_BYTES,
                    host_link_bytes_s=np.where(gb > 0, link_gb_s * GB_BYTES, 1.0)), gb
 
+def tp_sizes(model: ModelSpec, limit: int) -> list[int]:
+    """The TP sizes of ``TP_GRID`` up to ``limit`` that split the model's attention heads evenly (KV heads
+    split evenly, or replicated across groups of GPUs)."""
+    heads, kv_heads = model.num_attention_heads, model.num_kv_heads
+    return [t for t in TP_GRID if t <= limit and heads % t == 0 and (t <= kv_heads or t % kv_heads == 0)]
+
+
 def moe_dp_layouts(model: ModelSpec, node_gpus: int) -> list[tuple[int, int, int]]:
     """A MoE model's attention-DP layouts within one node: (TP 1, PP 1, DP d) with its experts split EP = d,
     the layout both engines launch (vLLM ``--data-parallel-size d --enable-expert-parallel``, TensorRT-LLM
@@ -361,8 +368,7 @@ def layout_table(adv: Advisor, cache: LayoutCache, model: ModelSpec, versions: d
             ok_w, ok_k, ok_w_idx, ok_k_idx = by_arch[(e, arch)]
             per_node = gpu.max_gpus_per_node
             if per_node not in by_node:
-                tps = [t for t in TP_GRID if t <= min(per_node, max_gpus) and heads % t == 0
-                       and (t <= kv_heads or t % kv_heads == 0)]
+                tps = tp_sizes(model, min(per_node, max_gpus))
                 by_node[per_node] = [(t, 1, 1) for t in tps] + (
                     [(tps[-1], p, 1) for p in PP_GRID_MULTI_NODE
                      if tps[-1] * p <= max_gpus and p <= model.num_layers]
