@@ -141,8 +141,8 @@ def recommend(adv: Advisor, cache: LayoutCache, req: RecommendationRequest) -> R
                          "bounds do not rule out a place among those shown: verification predicts the analytic "
                          f"ranking's candidates in turn, at most top_k + {verify.MAX_EXTRA_CANDIDATES} "
                          "(search.unverified)")
-    if v.recs and "kv_offload" in ap.constraints.allowed_levers:
-        # the host KV tier, allowed: where the prefix working set outgrows a recommendation's free KV blocks
+    if v.recs:
+        # the host KV tier, where allowed and the prefix working set outgrows a recommendation's free KV blocks
         v.recs = with_kv_offload_recs(adv, a.model, req, ap, v.recs)
     points = front.pareto(adv, a.model, req, ap, s, pareto_candidates(s, best), v.chosen,
                           front.Predictions(v.recs, v.met, a.sims, a.no_checkpoint))
@@ -283,10 +283,10 @@ def verify_candidates(a: Asked, s: Scored, best: NDArray[np.int64]) -> Verified:
             # without it is tried next, so the answer does not lose it
             queue.appendleft((sc, plain, -1))
             d, spec = rec.deployment, sc.speculative(i)
+            assert spec is not None             # plain is set only where the candidate is speculative
             v.dropped.append(f"dropped after simulation: {d.replicas} x TP{d.tp} {d.gpu} {d.weight_dtype}/"
-                             f"{d.kv_dtype} on {d.engine} +{spec.method if spec else ''} "
-                             f"k={spec.num_speculative_tokens if spec else ''}: {'; '.join(over)} (tried "
-                             "without speculation instead)")
+                             f"{d.kv_dtype} on {d.engine} +{spec.method} k={spec.num_speculative_tokens}: "
+                             f"{'; '.join(over)} (tried without speculation instead)")
             # not settled at more replicas: those would be weighed against cheaper untried candidates only
             # after they filled the answer, while the layout without it may meet the bounds as it is
             continue
