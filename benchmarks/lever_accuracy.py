@@ -36,7 +36,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS_CSV = ROOT / "gpu_catalog" / "data" / "benchmarks" / "inferencex_mtp_pairs.csv"
-LEVERS_CSV = ROOT / "gpu_catalog" / "data" / "benchmarks" / "lever_measurements.csv"
 LAYOUT = ("engine", "engine_version", "gpu", "model", "weight_dtype", "kv_dtype", "tp", "pp", "dp", "ep",
           "input_tokens", "output_tokens", "concurrency", "tpot_stat")
 # the dtype ids InferenceX writes, as the catalog's
@@ -163,7 +162,7 @@ def published(client: Any, simulate: bool) -> None:
     quality: median |error| of the speed-up and, where the source gives the throughputs, of them."""
     from gpu_catalog.levers import load_lever_measurements
 
-    rows = load_lever_measurements(LEVERS_CSV)
+    rows = load_lever_measurements()
     print(f"{'row':<8} {'q':<4} {'method':<7} {'engine':<7} {'gpu':<9} {'model':<34} {'tp/ep':<5} {'ISL/OSL':<10} "
           f"{'conc':>4} {'k':>2} {'a':>6} {'measured':>8} {'predicted':>9} {'error':>7}")
     errors: dict[tuple[str, str], list[float]] = defaultdict(list)

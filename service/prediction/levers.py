@@ -60,10 +60,9 @@ def engine_version(adv: Advisor, dep: Deployment) -> str:
 def mtp_model_types(adv: Advisor) -> set[str]:
     """Architectures (config.json model_type) that ship MTP modules: those of the models levers.yaml has an MTP
     figure for."""
-    models = {m.id: m for m in adv.catalog.models}
     named = {r.model for r in adv.levers.defaults if r.method == "mtp"} | {
         r.model for r in adv.levers.measurements if r.method == "mtp"}
-    return {models[n].model_type for n in named if n in models}
+    return {adv.model_types[n] for n in named if n in adv.model_types}
 
 
 def check_levers(adv: Advisor, model: ModelSpec, dep: Deployment, prefix: list[str | int]) -> None:
