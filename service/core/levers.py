@@ -293,6 +293,18 @@ def prefix_tiers(sm: StepModel) -> PrefixTiers:
                        kv_tok_bytes=kv_tok, prefill_tok_s=_f64(sm.c_prefill_s))
 
 
+def kv_tier_gb(tiers: PrefixTiers, working_set_tok: ArrayLike, link_gb_s: ArrayLike) -> F:
+    """The host KV tier worth giving each candidate, GB per GPU in whole GB (0: none): the part of the prefix
+    working set its free KV blocks do not hold, where the GPU has a host link (``link_gb_s`` > 0, GB/s) and
+    reloading a token over it is faster than prefilling it."""
+    link = _f64(link_gb_s)
+    kv_tok = tiers.kv_tok_bytes
+    missing_tok = _f64(working_set_tok) - tiers.free_tok
+    with np.errstate(divide="ignore"):
+        worth = (link > 0) & (kv_tok / (link * GB_BYTES) < tiers.prefill_tok_s)
+    return np.where(worth & (missing_tok > 0), np.ceil(np.maximum(missing_tok, 0.0) * kv_tok / GB_BYTES), 0.0)
+
+
 def with_levers(sm: StepModel) -> StepModel:
     """The step model of candidates with levers (``Static.spec_tokens``, ``prefix_hit_rate``,
     ``offload_bytes``): the one latency model the serving solve and the simulation both use.

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
 from gpu_catalog.schema import ModelSpec
+from service.core.levers import kv_tier_gb
 from service.core.step_model import step_model
 from service.engines.checkpoints import offered_weight_dtypes
 from service.errors import InvalidRequest
@@ -184,11 +185,8 @@ def kv_offload_size_gb(adv: Advisor, model: ModelSpec, wl: Workload, dep: Deploy
     tiers = step_model(an.static, an.params).prefix_tiers
     if tiers is None or not bool(an.res.fits[0]):
         return None
-    free_tok, kv_tok = float(tiers.free_tok[0]), float(tiers.kv_tok_bytes[0])
-    missing_tok = float(wl.prefix_working_set_tokens) - free_tok
-    if missing_tok <= 0 or kv_tok / (link_gb_s * GB_BYTES) >= float(tiers.prefill_tok_s[0]):
-        return None
-    return float(math.ceil(missing_tok * kv_tok / GB_BYTES))
+    gb = float(kv_tier_gb(tiers, float(wl.prefix_working_set_tokens), link_gb_s)[0])
+    return gb if gb > 0 else None
 
 
 def with_kv_offload(adv: Advisor, model: ModelSpec, req: RecommendationRequest, dep: Deployment) -> Deployment | None:

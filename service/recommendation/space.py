@@ -29,6 +29,7 @@ from service.core.costmodel import (
     static_terms,
     step_model,
 )
+from service.core.levers import kv_tier_gb
 from service.core.residuals import Correction, correction
 from service.engines.defaults import is_current
 from service.errors import InvalidRequest
@@ -288,7 +289,7 @@ def with_kv_tier(adv: Advisor, table: LayoutTable, static: Static, sm: StepModel
     (GB per GPU, whole GB; 0: none). A layout gets one where its engine version has KV offload, its GPU a host
     link in the catalog, the working set outgrows the free KV blocks beside its running batch (``sm``'s
     ``prefix_tiers``, at the search's one replica: the fewest free blocks) and reloading a token over the link
-    is faster than prefilling it (``relax_levers.kv_offload_size_gb``'s rule); sized to hold the rest of the
+    is faster than prefilling it (``levers.kv_tier_gb``, as the relaxation); sized to hold the rest of the
     set."""
     tiers = sm.prefix_tiers
     if tiers is None:
@@ -300,11 +301,7 @@ def with_kv_tier(adv: Advisor, table: LayoutTable, static: Static, sm: StepModel
         link = adv.levers.host_link_bw_gb_s_per_direction(g)
         if eng is not None and eng.kv_offload is not None and link is not None:
             link_gb_s[start:start + len(wds) * len(kvs) * len(pairs)] = link
-    kv_tok = tiers.kv_tok_bytes
-    missing_tok = working_set_tok - tiers.free_tok
-    with np.errstate(divide="ignore"):
-        worth = (link_gb_s > 0) & (kv_tok / (link_gb_s * GB_BYTES) < tiers.prefill_tok_s)
-    gb = np.where(worth & (missing_tok > 0), np.ceil(np.maximum(missing_tok, 0.0) * kv_tok / GB_BYTES), 0.0)
+    gb = kv_tier_gb(tiers, working_set_tok, link_gb_s)
     if not gb.any():
         return static, gb
     return replace(static, kv_offload_bytes=gb * GB_BYTES,
