@@ -817,6 +817,87 @@ def iog_rows(git_dir: Path) -> list[Row]:
     return rows
 
 # ---------------------------------------------------------------------------------------------------------------
+# Neural Magic's nm-vllm nightly serving benchmarks (github neuralmagic/nm-vllm, branch nm-gh-pages): the data files
+# of github-action-benchmark, one entry per nightly run, each bench a metric of benchmark_serving.py with its
+# configuration in "extra" (model, GPU, server args, "nr-qps-pair" = number of ShareGPT prompts and request rate).
+# dev/bench/data.js-a12f1e7e-20240628.gz archives the runs of nm-vllm 0.2.0-0.5.0 on one A10G (2024-04 to 06);
+# dev/bench/data.js holds the later runs on one L4 and one H100. Sparse checkpoints (not modelled) and models outside
+# the catalog (facebook/opt-350m) are left out.
+
+NM_VLLM_COMMIT = "9b22428b209493d23636ccc1f471bddfef85ee98"
+NM_VLLM_FILES = ("dev/bench/data.js-a12f1e7e-20240628.gz", "dev/bench/data.js")
+NM_VLLM_GPUS = {"NVIDIA A10G x 1": "a10g", "NVIDIA L4 x 1": "l4", "NVIDIA H100 80GB HBM3 x 1": "h100-sxm"}
+# The benchmarked checkpoint -> (catalog architecture, weight dtype, checkpoint note). The dtype of the unquantized
+# checkpoints is the torch_dtype of their config.json (the server passes no --dtype: vLLM's "auto").
+NM_VLLM_MODELS = {
+    "NousResearch/Llama-2-7b-chat-hf": ("meta-llama/Llama-2-7b-chat-hf", "fp16", "a copy of Llama-2-7b-chat-hf"),
+    "teknium/OpenHermes-2.5-Mistral-7B": ("mistralai/Mistral-7B-v0.1", "bf16",
+                                          "a fine-tune of Mistral-7B-v0.1 (2 added chat tokens)"),
+    "TheBloke/OpenHermes-2.5-Mistral-7B-GPTQ": ("mistralai/Mistral-7B-v0.1", "int4-gptq",
+                                                "4-bit GPTQ of OpenHermes-2.5-Mistral-7B"),
+    "neuralmagic/OpenHermes-2.5-Mistral-7B-marlin": ("mistralai/Mistral-7B-v0.1", "int4-gptq",
+                                                     "4-bit GPTQ of OpenHermes-2.5-Mistral-7B in Marlin format"),
+    "meta-llama/Meta-Llama-3-8B-Instruct": ("meta-llama/Meta-Llama-3-8B-Instruct", "bf16", ""),
+}
+_NM_VLLM_WEAK = ("nightly build of nm-vllm, Neural Magic's fork of vLLM (engine_version is the fork's); dtype not "
+                 "passed to the server (vLLM's auto: the checkpoint's dtype)")
+
+
+def git_show_bytes(git_dir: Path, commit: str, path: str) -> bytes:
+    return subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], check=True,
+                          capture_output=True).stdout
+
+
+def nm_vllm_rows(git_dir: Path) -> list[Row]:
+    import gzip
+
+    rows: list[Row] = []
+    for path in NM_VLLM_FILES:
+        raw = git_show_bytes(git_dir, NM_VLLM_COMMIT, path)
+        text = (gzip.decompress(raw) if path.endswith(".gz") else raw).decode("utf-8")
+        data = json.loads(text.split("=", 1)[1], parse_float=str)  # floats kept as printed
+        for run in data["entries"]["smaller_is_better"]:
+            metrics: dict[str, dict[str, str]] = {}
+            extras: dict[str, dict] = {}
+            for bench in run["benches"]:
+                name = json.loads(bench["name"])
+                extra = json.loads(bench["extra"])
+                key = f"{name['gpu_description']}|{name['description']}"
+                metrics.setdefault(key, {})[name["name"]] = bench["value"]
+                extras[key] = extra | {"_gpu": name["gpu_description"], "_version": name["vllm_version"]}
+            for key, m in metrics.items():
+                row = _nm_vllm_row(path, run, m, extras[key])
+                if row:
+                    rows.append(row)
+    return rows
+
+
+def _nm_vllm_row(path: str, run: dict, m: dict[str, str], extra: dict) -> Row | None:
+    args = extra["script_args"]
+    if extra.get("model") not in NM_VLLM_MODELS or "Sparse" in extra["description"] or "mean_ttft_ms" not in m:
+        return None
+    model, dtype, ckpt = NM_VLLM_MODELS[extra["model"]]
+    prompts, rate = args["nr_qps_pair_"]
+    medians = (f"median TTFT {m['median_ttft_ms']} ms, median TPOT {m['median_tpot_ms']} ms; "
+               if "median_ttft_ms" in m else "")
+    commit = run["commit"]
+    return {
+        "quality": "weak", "source_id": "nm_vllm_nightly_benchmarks",
+        "source": f"github neuralmagic/nm-vllm branch nm-gh-pages {path} @{NM_VLLM_COMMIT[:10]} (nightly run of "
+                  f"commit {commit['id'][:10]}, {extra['date']})",
+        "engine": "vllm", "engine_version": f"nm-vllm {extra['_version']}", "gpu": NM_VLLM_GPUS[extra["_gpu"]],
+        "gpu_count": "1", "model": model, "weight_dtype": dtype, "kv_dtype": "auto",
+        "tp": str(args["server_tensor_parallel_size"]), "pp": "1", "dp": "1", "mode": "request_rate",
+        "request_rate": rate, "ttft_ms": m["mean_ttft_ms"], "ttft_stat": "mean",
+        "tpot_ms": m["mean_tpot_ms"], "tpot_stat": "mean", "orig_gpu": extra["_gpu"],
+        "orig_model": extra["model"], "orig_engine": f"nm-vllm {extra['_version']}",
+        "notes": f"[weak: {_NM_VLLM_WEAK}] [norm: open loop at {rate} req/s ({prompts} ShareGPT prompts); "
+                 f"input_tokens/output_tokens: ShareGPT (token totals not published)"
+                 f"{'; checkpoint ' + ckpt if ckpt else ''}] [source notes: benchmark_serving.py; {medians}"
+                 f"server args {args['server_args']}]",
+    }
+
+# ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     # row-id prefix: (mirror directory name, short name, extractor)
@@ -831,6 +912,7 @@ SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     "dl-slk": ("surajssd+llm-k8s", "surajssd llm-k8s Llama-3.3-70B on Azure A100 (TP8, TP4 x PP2)", suraj_llm_k8s_rows),
     "dl-iog": ("IOG-Foundation+llm-inference-benchmarks", "IOG llm-inference-benchmarks (H100 PCIe, RTX 4090)",
                iog_rows),
+    "dl-nmv": ("neuralmagic+nm-vllm", "nm-vllm nightly serving benchmarks (A10G, L4, H100)", nm_vllm_rows),
 }
 
 
