@@ -898,6 +898,67 @@ def _nm_vllm_row(path: str, run: dict, m: dict[str, str], extra: dict) -> Row | 
     }
 
 # ---------------------------------------------------------------------------------------------------------------
+# vLLM's own per-commit CI benchmark, 2024-03-27..04-25 (github vllm-project/dashboard buildkite_benchmarks.xlsx, one
+# sheet row per vLLM main commit): the "Benchmarks" step ran .buildkite/run-benchmarks.sh, which serves
+# meta-llama/Llama-2-7b-chat-hf with default flags and runs benchmark_serving.py on 20 ShareGPT prompts at the
+# default request rate (inf: all at once). The sheet names no GPU: the step ran on one GPU of the CI's Kubernetes
+# queue, whose GKE node pools carry NVIDIA L4 GPUs (github vllm-project/buildkite-ci infra/main.tf @42f527a).
+
+VLLM_DASHBOARD_COMMIT = "9d6e04aaf2f04a621df667f7e802c63bd87efb39"
+_VLLM_DASHBOARD_WEAK = ("GPU not named in the sheet: L4 from the CI cluster's node pools (vllm-project/buildkite-ci "
+                        "infra/main.tf @42f527a, nvidia-l4 only); dtype not passed (the checkpoint's float16); "
+                        "per-commit dev builds of vLLM main")
+_XLSX_NS = {"m": "http://schemas.openxmlformats.org/spreadsheetml/2006/main"}
+
+
+def xlsx_rows(data: bytes) -> list[dict[str, str]]:
+    """The first sheet of an .xlsx workbook as dicts keyed by the header row (cells as stored)."""
+    import io
+    import xml.etree.ElementTree as ET
+    import zipfile
+
+    root = ET.fromstring(zipfile.ZipFile(io.BytesIO(data)).read("xl/worksheets/sheet1.xml"))
+    table: list[dict[str, str]] = []
+    for row in root.iterfind(".//m:sheetData/m:row", _XLSX_NS):
+        cells: dict[str, str] = {}
+        for c in row.iterfind("m:c", _XLSX_NS):
+            col = re.match(r"[A-Z]+", c.get("r", "")).group(0)  # type: ignore[union-attr]
+            if c.get("t") == "inlineStr":
+                cells[col] = "".join(t.text or "" for t in c.iterfind(".//m:t", _XLSX_NS))
+            else:
+                cells[col] = c.findtext("m:v", default="", namespaces=_XLSX_NS)
+        table.append(cells)
+    header = table[0]
+    return [{header[k]: v for k, v in r.items() if k in header} for r in table[1:]]
+
+
+def vllm_dashboard_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    path = "buildkite_benchmarks.xlsx"
+    for r in xlsx_rows(git_show_bytes(git_dir, VLLM_DASHBOARD_COMMIT, path)):
+        if not r.get("Mean TTFT") or not r.get("Mean TPOT"):
+            continue  # runs whose serving benchmark printed no TTFT/TPOT
+        sha, date, n = r["commit"], r["build_datetime"], r["Successful Requests"]
+        rows.append({
+            "quality": "weak", "source_id": "vllm_ci_dashboard_2024",
+            "source": f"github vllm-project/dashboard {path} @{VLLM_DASHBOARD_COMMIT[:10]} (vLLM commit {sha[:10]}, "
+                      f"build {date})",
+            "engine": "vllm", "engine_version": f"main @{sha[:10]}, {date[:10]} (between v0.3.3 and v0.4.1)",
+            "gpu": "l4", "gpu_count": "1", "model": "meta-llama/Llama-2-7b-chat-hf", "weight_dtype": "fp16",
+            "kv_dtype": "auto", "tp": "1", "pp": "1", "dp": "1", "mode": "offline",
+            "output_tok_s": r["Output Token Throughput"], "requests_per_s": _positive(r["Request Throughput"]),
+            "ttft_ms": r["Mean TTFT"], "ttft_stat": "mean", "tpot_ms": r["Mean TPOT"], "tpot_stat": "mean",
+            "orig_gpu": "not named (CI Kubernetes queue, 1 GPU)", "orig_model": "meta-llama/Llama-2-7b-chat-hf",
+            "orig_engine": "vLLM (CI benchmark step)",
+            "notes": f"[weak: {_VLLM_DASHBOARD_WEAK}] [norm: all-at-once ({n} ShareGPT prompts, request rate inf); "
+                     f"input_tokens: ShareGPT ({r['Total Input Tokens']} tokens / {n} req); output_tokens: ShareGPT "
+                     f"({r['Total Generated Tokens']} tokens / {n} req)] [source notes: .buildkite/run-benchmarks.sh "
+                     f"at the commit; benchmark_serving.py; median TTFT {r['Median TTFT']} ms, median TPOT "
+                     f"{r['Median TPOT']} ms; duration {r['Benchmark Duration']} s]",
+        })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     # row-id prefix: (mirror directory name, short name, extractor)
@@ -913,6 +974,8 @@ SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     "dl-iog": ("IOG-Foundation+llm-inference-benchmarks", "IOG llm-inference-benchmarks (H100 PCIe, RTX 4090)",
                iog_rows),
     "dl-nmv": ("neuralmagic+nm-vllm", "nm-vllm nightly serving benchmarks (A10G, L4, H100)", nm_vllm_rows),
+    "dl-vcd": ("vllm-project+dashboard", "vLLM per-commit CI benchmark 2024 (Llama-2-7b-chat on L4)",
+               vllm_dashboard_rows),
 }
 
 
