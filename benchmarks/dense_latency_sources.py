@@ -959,6 +959,73 @@ def vllm_dashboard_rows(git_dir: Path) -> list[Row]:
     return rows
 
 # ---------------------------------------------------------------------------------------------------------------
+# vLLM recipes for Llama on AMD MI355 (github vllm-project/recipes Llama/Llama3.3-70B-ROCm.md and
+# Llama3.1-405B-ROCm.md): one measured vllm bench serve summary per checkpoint, labelled
+# "`<checkpoint>` TP1 8k/1k conc=64 performance on MI355", from run_performance.sh (random 8192 in / 1024 out,
+# --ignore-eos, 128 prompts at --max-concurrency 64) against the doc's serve commands (rocm/vllm-dev:nightly image,
+# --kv-cache-dtype fp8, --no-enable-prefix-caching). The 405B FP8 summary is left out: 405B FP8 weights (~405 GB)
+# cannot fit the one 288 GB MI355 its label names.
+
+RECIPES_COMMIT = "be7e1c5db0cdd126fbde248b04058d1ffc33d309"
+RECIPES_DOCS = {"Llama/Llama3.3-70B-ROCm.md": "meta-llama/Llama-3.3-70B-Instruct",
+                "Llama/Llama3.1-405B-ROCm.md": "meta-llama/Llama-3.1-405B-Instruct"}
+_RECIPE_LABEL = re.compile(r"^`([^`]+)` TP(\d+) (\d+)k/(\d+)k conc=(\d+) performance on (MI\d+)")
+_RECIPE_405B_FP8 = "amd/Llama-3.1-405B-Instruct-FP8-KV"
+
+
+def recipes_rocm_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for path, model in RECIPES_DOCS.items():
+        label: re.Match[str] | None = None
+        current: list[str] | None = None
+        for line in git_show(git_dir, RECIPES_COMMIT, path).splitlines():
+            s = line.strip()
+            if _RECIPE_LABEL.match(s):
+                label = _RECIPE_LABEL.match(s)
+            elif "Serving Benchmark Result" in s and label:
+                current = []
+            elif current is not None and s.startswith("=====") and current:
+                row = _recipe_row(path, model, label, parse_summary(current))  # type: ignore[arg-type]
+                if row:
+                    rows.append(row)
+                current, label = None, None
+            elif current is not None:
+                current.append(s)
+    return rows
+
+
+def _recipe_row(path: str, model: str, label: re.Match[str], f: dict[str, str]) -> Row | None:
+    ckpt, tp, isl_k, osl_k, conc, gpu = label.groups()
+    if ckpt == _RECIPE_405B_FP8:
+        return None
+    isl, osl = str(int(isl_k) * 1024), str(int(osl_k) * 1024)
+    dtype = "mxfp4" if "MXFP4" in ckpt else "fp8"
+    weak = [] if model.endswith("70B-Instruct") else [
+        "the doc labels both 405B runs TP1, which its FP8 run cannot be (weights larger than one MI355); TP1 taken "
+        "for the MXFP4 run as labelled"]
+    n = f["requests"]
+    norm = [f"closed loop: {n} requests at max concurrency {conc}",
+            f"'{isl_k}k/{osl_k}k' = run_performance.sh input_tokens={isl} output_tokens={osl} with --ignore-eos; "
+            f"published totals {f['input_total']} input / {f['output_total']} generated tokens"]
+    return {
+        "quality": "weak" if weak else "good", "source_id": "vllm_recipes_llama_rocm_mi355",
+        "source": f"github vllm-project/recipes {path} @{RECIPES_COMMIT[:10]}", "engine": "vllm",
+        "engine_version": "", "gpu": "mi355x", "gpu_count": tp, "model": model, "weight_dtype": dtype,
+        "kv_dtype": "fp8", "tp": tp, "pp": "1", "dp": "1", "mode": "concurrency", "input_tokens": isl,
+        "output_tokens": osl, "concurrency": conc, "output_tok_s": f["output_tok_s"], "total_tok_s": f["total_tok_s"],
+        "requests_per_s": f["requests_per_s"], "ttft_ms": f["ttft_mean"], "ttft_stat": "mean",
+        "tpot_ms": f["tpot_mean"], "tpot_stat": "mean", "itl_ms": f.get("itl_mean", ""),
+        "itl_stat": "mean" if f.get("itl_mean") else "", "e2e_ms": f.get("e2e_mean", ""),
+        "e2e_stat": "mean" if f.get("e2e_mean") else "", "orig_gpu": gpu, "orig_model": ckpt,
+        "orig_engine": "vLLM (rocm/vllm-dev:nightly)",
+        "notes": (f"[weak: {'; '.join(weak)}] " if weak else "") + f"[norm: {'; '.join(norm)}] [source notes: "
+                 f"label '{label.group(0)}'; serve flags --kv-cache-dtype fp8 --async-scheduling "
+                 f"--no-enable-prefix-caching --max-num-batched-tokens 32768; vLLM version not stated (nightly "
+                 f"image); median TTFT {f.get('ttft_median', '-')} ms, median TPOT {f.get('tpot_median', '-')} ms; "
+                 f"duration {f.get('duration_s', '-')} s; vllm bench serve]",
+    }
+
+# ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     # row-id prefix: (mirror directory name, short name, extractor)
@@ -974,6 +1041,7 @@ SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     "dl-iog": ("IOG-Foundation+llm-inference-benchmarks", "IOG llm-inference-benchmarks (H100 PCIe, RTX 4090)",
                iog_rows),
     "dl-nmv": ("neuralmagic+nm-vllm", "nm-vllm nightly serving benchmarks (A10G, L4, H100)", nm_vllm_rows),
+    "dl-vrr": ("vllm-project+recipes", "vLLM recipes: Llama 3.3 70B / 3.1 405B on MI355", recipes_rocm_rows),
     "dl-vcd": ("vllm-project+dashboard", "vLLM per-commit CI benchmark 2024 (Llama-2-7b-chat on L4)",
                vllm_dashboard_rows),
 }
