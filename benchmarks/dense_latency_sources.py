@@ -817,6 +817,215 @@ def iog_rows(git_dir: Path) -> list[Row]:
     return rows
 
 # ---------------------------------------------------------------------------------------------------------------
+# Neural Magic's nm-vllm nightly serving benchmarks (github neuralmagic/nm-vllm, branch nm-gh-pages): the data files
+# of github-action-benchmark, one entry per nightly run, each bench a metric of benchmark_serving.py with its
+# configuration in "extra" (model, GPU, server args, "nr-qps-pair" = number of ShareGPT prompts and request rate).
+# dev/bench/data.js-a12f1e7e-20240628.gz archives the runs of nm-vllm 0.2.0-0.5.0 on one A10G (2024-04 to 06);
+# dev/bench/data.js holds the later runs on one L4 and one H100. Sparse checkpoints (not modelled) and models outside
+# the catalog (facebook/opt-350m) are left out.
+
+NM_VLLM_COMMIT = "9b22428b209493d23636ccc1f471bddfef85ee98"
+NM_VLLM_FILES = ("dev/bench/data.js-a12f1e7e-20240628.gz", "dev/bench/data.js")
+NM_VLLM_GPUS = {"NVIDIA A10G x 1": "a10g", "NVIDIA L4 x 1": "l4", "NVIDIA H100 80GB HBM3 x 1": "h100-sxm"}
+# The benchmarked checkpoint -> (catalog architecture, weight dtype, checkpoint note). The dtype of the unquantized
+# checkpoints is the torch_dtype of their config.json (the server passes no --dtype: vLLM's "auto").
+NM_VLLM_MODELS = {
+    "NousResearch/Llama-2-7b-chat-hf": ("meta-llama/Llama-2-7b-chat-hf", "fp16", "a copy of Llama-2-7b-chat-hf"),
+    "teknium/OpenHermes-2.5-Mistral-7B": ("mistralai/Mistral-7B-v0.1", "bf16",
+                                          "a fine-tune of Mistral-7B-v0.1 (2 added chat tokens)"),
+    "TheBloke/OpenHermes-2.5-Mistral-7B-GPTQ": ("mistralai/Mistral-7B-v0.1", "int4-gptq",
+                                                "4-bit GPTQ of OpenHermes-2.5-Mistral-7B"),
+    "neuralmagic/OpenHermes-2.5-Mistral-7B-marlin": ("mistralai/Mistral-7B-v0.1", "int4-gptq",
+                                                     "4-bit GPTQ of OpenHermes-2.5-Mistral-7B in Marlin format"),
+    "meta-llama/Meta-Llama-3-8B-Instruct": ("meta-llama/Meta-Llama-3-8B-Instruct", "bf16", ""),
+}
+_NM_VLLM_WEAK = ("nightly build of nm-vllm, Neural Magic's fork of vLLM (engine_version is the fork's); dtype not "
+                 "passed to the server (vLLM's auto: the checkpoint's dtype)")
+
+
+def git_show_bytes(git_dir: Path, commit: str, path: str) -> bytes:
+    return subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], check=True,
+                          capture_output=True).stdout
+
+
+def nm_vllm_rows(git_dir: Path) -> list[Row]:
+    import gzip
+
+    rows: list[Row] = []
+    for path in NM_VLLM_FILES:
+        raw = git_show_bytes(git_dir, NM_VLLM_COMMIT, path)
+        text = (gzip.decompress(raw) if path.endswith(".gz") else raw).decode("utf-8")
+        data = json.loads(text.split("=", 1)[1], parse_float=str)  # floats kept as printed
+        for run in data["entries"]["smaller_is_better"]:
+            metrics: dict[str, dict[str, str]] = {}
+            extras: dict[str, dict] = {}
+            for bench in run["benches"]:
+                name = json.loads(bench["name"])
+                extra = json.loads(bench["extra"])
+                key = f"{name['gpu_description']}|{name['description']}"
+                metrics.setdefault(key, {})[name["name"]] = bench["value"]
+                extras[key] = extra | {"_gpu": name["gpu_description"], "_version": name["vllm_version"]}
+            for key, m in metrics.items():
+                row = _nm_vllm_row(path, run, m, extras[key])
+                if row:
+                    rows.append(row)
+    return rows
+
+
+def _nm_vllm_row(path: str, run: dict, m: dict[str, str], extra: dict) -> Row | None:
+    args = extra["script_args"]
+    if extra.get("model") not in NM_VLLM_MODELS or "Sparse" in extra["description"] or "mean_ttft_ms" not in m:
+        return None
+    model, dtype, ckpt = NM_VLLM_MODELS[extra["model"]]
+    prompts, rate = args["nr_qps_pair_"]
+    medians = (f"median TTFT {m['median_ttft_ms']} ms, median TPOT {m['median_tpot_ms']} ms; "
+               if "median_ttft_ms" in m else "")
+    commit = run["commit"]
+    return {
+        "quality": "weak", "source_id": "nm_vllm_nightly_benchmarks",
+        "source": f"github neuralmagic/nm-vllm branch nm-gh-pages {path} @{NM_VLLM_COMMIT[:10]} (nightly run of "
+                  f"commit {commit['id'][:10]}, {extra['date']})",
+        "engine": "vllm", "engine_version": f"nm-vllm {extra['_version']}", "gpu": NM_VLLM_GPUS[extra["_gpu"]],
+        "gpu_count": "1", "model": model, "weight_dtype": dtype, "kv_dtype": "auto",
+        "tp": str(args["server_tensor_parallel_size"]), "pp": "1", "dp": "1", "mode": "request_rate",
+        "request_rate": rate, "ttft_ms": m["mean_ttft_ms"], "ttft_stat": "mean",
+        "tpot_ms": m["mean_tpot_ms"], "tpot_stat": "mean", "orig_gpu": extra["_gpu"],
+        "orig_model": extra["model"], "orig_engine": f"nm-vllm {extra['_version']}",
+        "notes": f"[weak: {_NM_VLLM_WEAK}] [norm: open loop at {rate} req/s ({prompts} ShareGPT prompts); "
+                 f"input_tokens/output_tokens: ShareGPT (token totals not published)"
+                 f"{'; checkpoint ' + ckpt if ckpt else ''}] [source notes: benchmark_serving.py; {medians}"
+                 f"server args {args['server_args']}]",
+    }
+
+# ---------------------------------------------------------------------------------------------------------------
+# vLLM's own per-commit CI benchmark, 2024-03-27..04-25 (github vllm-project/dashboard buildkite_benchmarks.xlsx, one
+# sheet row per vLLM main commit): the "Benchmarks" step ran .buildkite/run-benchmarks.sh, which serves
+# meta-llama/Llama-2-7b-chat-hf with default flags and runs benchmark_serving.py on 20 ShareGPT prompts at the
+# default request rate (inf: all at once). The sheet names no GPU: the step ran on one GPU of the CI's Kubernetes
+# queue, whose GKE node pools carry NVIDIA L4 GPUs (github vllm-project/buildkite-ci infra/main.tf @42f527a).
+
+VLLM_DASHBOARD_COMMIT = "9d6e04aaf2f04a621df667f7e802c63bd87efb39"
+_VLLM_DASHBOARD_WEAK = ("GPU not named in the sheet: L4 from the CI cluster's node pools (vllm-project/buildkite-ci "
+                        "infra/main.tf @42f527a, nvidia-l4 only); dtype not passed (the checkpoint's float16); "
+                        "per-commit dev builds of vLLM main")
+_XLSX_NS = {"m": "http://schemas.openxmlformats.org/spreadsheetml/2006/main"}
+
+
+def xlsx_rows(data: bytes) -> list[dict[str, str]]:
+    """The first sheet of an .xlsx workbook as dicts keyed by the header row (cells as stored)."""
+    import io
+    import xml.etree.ElementTree as ET
+    import zipfile
+
+    root = ET.fromstring(zipfile.ZipFile(io.BytesIO(data)).read("xl/worksheets/sheet1.xml"))
+    table: list[dict[str, str]] = []
+    for row in root.iterfind(".//m:sheetData/m:row", _XLSX_NS):
+        cells: dict[str, str] = {}
+        for c in row.iterfind("m:c", _XLSX_NS):
+            col = re.match(r"[A-Z]+", c.get("r", "")).group(0)  # type: ignore[union-attr]
+            if c.get("t") == "inlineStr":
+                cells[col] = "".join(t.text or "" for t in c.iterfind(".//m:t", _XLSX_NS))
+            else:
+                cells[col] = c.findtext("m:v", default="", namespaces=_XLSX_NS)
+        table.append(cells)
+    header = table[0]
+    return [{header[k]: v for k, v in r.items() if k in header} for r in table[1:]]
+
+
+def vllm_dashboard_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    path = "buildkite_benchmarks.xlsx"
+    for r in xlsx_rows(git_show_bytes(git_dir, VLLM_DASHBOARD_COMMIT, path)):
+        if not r.get("Mean TTFT") or not r.get("Mean TPOT"):
+            continue  # runs whose serving benchmark printed no TTFT/TPOT
+        sha, date, n = r["commit"], r["build_datetime"], r["Successful Requests"]
+        rows.append({
+            "quality": "weak", "source_id": "vllm_ci_dashboard_2024",
+            "source": f"github vllm-project/dashboard {path} @{VLLM_DASHBOARD_COMMIT[:10]} (vLLM commit {sha[:10]}, "
+                      f"build {date})",
+            "engine": "vllm", "engine_version": f"main @{sha[:10]}, {date[:10]} (between v0.3.3 and v0.4.1)",
+            "gpu": "l4", "gpu_count": "1", "model": "meta-llama/Llama-2-7b-chat-hf", "weight_dtype": "fp16",
+            "kv_dtype": "auto", "tp": "1", "pp": "1", "dp": "1", "mode": "offline",
+            "output_tok_s": r["Output Token Throughput"], "requests_per_s": _positive(r["Request Throughput"]),
+            "ttft_ms": r["Mean TTFT"], "ttft_stat": "mean", "tpot_ms": r["Mean TPOT"], "tpot_stat": "mean",
+            "orig_gpu": "not named (CI Kubernetes queue, 1 GPU)", "orig_model": "meta-llama/Llama-2-7b-chat-hf",
+            "orig_engine": "vLLM (CI benchmark step)",
+            "notes": f"[weak: {_VLLM_DASHBOARD_WEAK}] [norm: all-at-once ({n} ShareGPT prompts, request rate inf); "
+                     f"input_tokens: ShareGPT ({r['Total Input Tokens']} tokens / {n} req); output_tokens: ShareGPT "
+                     f"({r['Total Generated Tokens']} tokens / {n} req)] [source notes: .buildkite/run-benchmarks.sh "
+                     f"at the commit; benchmark_serving.py; median TTFT {r['Median TTFT']} ms, median TPOT "
+                     f"{r['Median TPOT']} ms; duration {r['Benchmark Duration']} s]",
+        })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
+# vLLM recipes for Llama on AMD MI355 (github vllm-project/recipes Llama/Llama3.3-70B-ROCm.md and
+# Llama3.1-405B-ROCm.md): one measured vllm bench serve summary per checkpoint, labelled
+# "`<checkpoint>` TP1 8k/1k conc=64 performance on MI355", from run_performance.sh (random 8192 in / 1024 out,
+# --ignore-eos, 128 prompts at --max-concurrency 64) against the doc's serve commands (rocm/vllm-dev:nightly image,
+# --kv-cache-dtype fp8, --no-enable-prefix-caching). The 405B FP8 summary is left out: 405B FP8 weights (~405 GB)
+# cannot fit the one 288 GB MI355 its label names.
+
+RECIPES_COMMIT = "be7e1c5db0cdd126fbde248b04058d1ffc33d309"
+RECIPES_DOCS = {"Llama/Llama3.3-70B-ROCm.md": "meta-llama/Llama-3.3-70B-Instruct",
+                "Llama/Llama3.1-405B-ROCm.md": "meta-llama/Llama-3.1-405B-Instruct"}
+_RECIPE_LABEL = re.compile(r"^`([^`]+)` TP(\d+) (\d+)k/(\d+)k conc=(\d+) performance on (MI\d+)")
+_RECIPE_405B_FP8 = "amd/Llama-3.1-405B-Instruct-FP8-KV"
+
+
+def recipes_rocm_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for path, model in RECIPES_DOCS.items():
+        label: re.Match[str] | None = None
+        current: list[str] | None = None
+        for line in git_show(git_dir, RECIPES_COMMIT, path).splitlines():
+            s = line.strip()
+            if _RECIPE_LABEL.match(s):
+                label = _RECIPE_LABEL.match(s)
+            elif "Serving Benchmark Result" in s and label:
+                current = []
+            elif current is not None and s.startswith("=====") and current:
+                row = _recipe_row(path, model, label, parse_summary(current))  # type: ignore[arg-type]
+                if row:
+                    rows.append(row)
+                current, label = None, None
+            elif current is not None:
+                current.append(s)
+    return rows
+
+
+def _recipe_row(path: str, model: str, label: re.Match[str], f: dict[str, str]) -> Row | None:
+    ckpt, tp, isl_k, osl_k, conc, gpu = label.groups()
+    if ckpt == _RECIPE_405B_FP8:
+        return None
+    isl, osl = str(int(isl_k) * 1024), str(int(osl_k) * 1024)
+    dtype = "mxfp4" if "MXFP4" in ckpt else "fp8"
+    weak = [] if model.endswith("70B-Instruct") else [
+        "the doc labels both 405B runs TP1, which its FP8 run cannot be (weights larger than one MI355); TP1 taken "
+        "for the MXFP4 run as labelled"]
+    n = f["requests"]
+    norm = [f"closed loop: {n} requests at max concurrency {conc}",
+            f"'{isl_k}k/{osl_k}k' = run_performance.sh input_tokens={isl} output_tokens={osl} with --ignore-eos; "
+            f"published totals {f['input_total']} input / {f['output_total']} generated tokens"]
+    return {
+        "quality": "weak" if weak else "good", "source_id": "vllm_recipes_llama_rocm_mi355",
+        "source": f"github vllm-project/recipes {path} @{RECIPES_COMMIT[:10]}", "engine": "vllm",
+        "engine_version": "", "gpu": "mi355x", "gpu_count": tp, "model": model, "weight_dtype": dtype,
+        "kv_dtype": "fp8", "tp": tp, "pp": "1", "dp": "1", "mode": "concurrency", "input_tokens": isl,
+        "output_tokens": osl, "concurrency": conc, "output_tok_s": f["output_tok_s"], "total_tok_s": f["total_tok_s"],
+        "requests_per_s": f["requests_per_s"], "ttft_ms": f["ttft_mean"], "ttft_stat": "mean",
+        "tpot_ms": f["tpot_mean"], "tpot_stat": "mean", "itl_ms": f.get("itl_mean", ""),
+        "itl_stat": "mean" if f.get("itl_mean") else "", "e2e_ms": f.get("e2e_mean", ""),
+        "e2e_stat": "mean" if f.get("e2e_mean") else "", "orig_gpu": gpu, "orig_model": ckpt,
+        "orig_engine": "vLLM (rocm/vllm-dev:nightly)",
+        "notes": (f"[weak: {'; '.join(weak)}] " if weak else "") + f"[norm: {'; '.join(norm)}] [source notes: "
+                 f"label '{label.group(0)}'; serve flags --kv-cache-dtype fp8 --async-scheduling "
+                 f"--no-enable-prefix-caching --max-num-batched-tokens 32768; vLLM version not stated (nightly "
+                 f"image); median TTFT {f.get('ttft_median', '-')} ms, median TPOT {f.get('tpot_median', '-')} ms; "
+                 f"duration {f.get('duration_s', '-')} s; vllm bench serve]",
+    }
+
+# ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     # row-id prefix: (mirror directory name, short name, extractor)
@@ -831,6 +1040,10 @@ SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     "dl-slk": ("surajssd+llm-k8s", "surajssd llm-k8s Llama-3.3-70B on Azure A100 (TP8, TP4 x PP2)", suraj_llm_k8s_rows),
     "dl-iog": ("IOG-Foundation+llm-inference-benchmarks", "IOG llm-inference-benchmarks (H100 PCIe, RTX 4090)",
                iog_rows),
+    "dl-nmv": ("neuralmagic+nm-vllm", "nm-vllm nightly serving benchmarks (A10G, L4, H100)", nm_vllm_rows),
+    "dl-vrr": ("vllm-project+recipes", "vLLM recipes: Llama 3.3 70B / 3.1 405B on MI355", recipes_rocm_rows),
+    "dl-vcd": ("vllm-project+dashboard", "vLLM per-commit CI benchmark 2024 (Llama-2-7b-chat on L4)",
+               vllm_dashboard_rows),
 }
 
 
