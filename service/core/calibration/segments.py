@@ -22,6 +22,10 @@ CLASS_LEVEL = "engine/class"
 HARDWARE_PARAMS = ("eff_flops", "eff_bw", "comm_eff")
 SOFTWARE_PARAMS = tuple(n for n in PARAM_NAMES if n not in HARDWARE_PARAMS)
 MODEL_CLASSES = ("dense", "moe", "mla")
+# The class whose software overheads a class without a fitted segment of its engine falls back to, before the
+# engine's: an MLA model's MLP is routed experts (DeepSeek-V2/V3/R1, Kimi K2, GLM-5: every MLA model of the
+# catalog), and the per-MoE-layer prefill dispatch and step overheads the moe class fits are those of its layers.
+CLASS_FALLBACK = {"mla": "moe"}
 # The value of a software overhead a stored calibration predates (seconds: none, kept positive for its log).
 ABSENT_OVERHEAD_S = 1e-12
 
@@ -92,9 +96,11 @@ class Calibration:
 
     def overheads(self, key: tuple[str, str, str, str], cls: str) -> tuple[str, dict[str, Any]]:
         """The segment that owns the software overheads of a prediction for model class ``cls``: the engine's
-        class segment where one is fitted, else the engine's (else the global one)."""
-        for k in (class_key(key[0], cls) if cls else None, key[0]):
-            if k is not None and k in self.segments:
+        class segment where one is fitted, else that of the class it falls back to (``CLASS_FALLBACK``), else
+        the engine's (else the global one)."""
+        classes = [c for c in (cls, CLASS_FALLBACK.get(cls, "")) if c]
+        for k in (*(class_key(key[0], c) for c in classes), key[0]):
+            if k in self.segments:
                 return k, self.segments[k]
         return "global", self.segments["global"]
 

@@ -129,3 +129,24 @@ def test_attention_dp_and_expert_parallel_rows_do_not_move_the_shared_levels() -
         assert with_split.segments[seg]["params"] == without.segments[seg]["params"]
     assert with_split.harness == without.harness
     assert with_split.segments["trtllm/h200-sxm"]["n"] == len(ms)
+
+
+def test_an_mla_model_without_its_class_segment_takes_the_moe_class_overheads(subset: MeasurementSet) -> None:
+    """Every MLA model of the catalog routes experts: where its engine has no MLA class segment (one MLA
+    architecture measured, or none), its software overheads are those of the engine's MoE class, whose
+    per-MoE-layer prefill dispatch its layers pay, and not the engine's average over dense models."""
+    cal = fit(TABLES, subset, CONSTANTS)
+    engine = next(k.split("/")[0] for k, s in cal.segments.items() if s["level"] == CLASS_LEVEL)
+    sw = [PARAM_NAMES.index(n) for n in SOFTWARE_PARAMS]
+    moe = np.log([CONSTANTS.initial_params[n].initial for n in PARAM_NAMES]) - 0.5
+    segments = {k: s for k, s in cal.segments.items() if not k.startswith(f"{engine}/mla")}
+    segments[f"{engine}/moe"] = {"level": CLASS_LEVEL, "n": 1, "owns": list(SOFTWARE_PARAMS),
+                                 "params": dict(zip(PARAM_NAMES, np.exp(moe).tolist(), strict=True))}
+    without_mla = Calibration(segments=segments, generation=cal.generation)
+    key = (engine, "hopper", "h100-sxm", "fp8")
+    assert without_mla.overheads(key, "mla")[0] == f"{engine}/moe"
+    assert without_mla.log_matrix([key], ["mla"])[0, sw] == pytest.approx(moe[sw])
+    # a dense model keeps the engine's; an MLA segment, where fitted, is the MLA model's own
+    assert without_mla.overheads(key, "dense")[0] == (f"{engine}/dense" if f"{engine}/dense" in segments else engine)
+    with_mla = Calibration(segments={**segments, f"{engine}/mla": segments[f"{engine}/moe"]}, generation={})
+    assert with_mla.overheads(key, "mla")[0] == f"{engine}/mla"
