@@ -1026,6 +1026,67 @@ def _recipe_row(path: str, model: str, label: re.Match[str], f: dict[str, str]) 
     }
 
 # ---------------------------------------------------------------------------------------------------------------
+# AUGMXNT/MI300-testing (Leonard Lin's tests on a Hot Aisle 8 x MI300X node, README): Jupyter notebooks replicating
+# dstack's Llama 3.1 405B runs: vLLM serving at TP8, benchmark_serving.py with sonnet prompts of 80 tokens
+# (--sonnet-prefix-len 50), 1-2048 prompts sent at once (request rate inf). Per notebook: the serve command of cell 2
+# and the printed summaries of cell 4 (cells 14-15 repeat dstack's own results and are not read).
+AUGMXNT_COMMIT = "032bd4da1080662667b9d5f77bacd6a579128c5f"
+AUGMXNT_NOTEBOOKS = {  # notebook -> (served repo, catalog model, weight dtype note, serve flags, extra weak reasons)
+    "inference-vllm-llama3-405b.ipynb": (
+        "meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Llama-3.1-405B-Instruct",
+        "--tensor-parallel-size=8 --disable-log-requests", []),
+    "inference-vllm-llama3-405b-1024.ipynb": (
+        "meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Llama-3.1-405B-Instruct",
+        "--tensor-parallel-size=8 --disable-log-requests --max-num-seqs 1024 --max_num_batched_tokens 1024", []),
+    "inference-vllm-llama3-405b-2048.ipynb": (
+        "meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Llama-3.1-405B-Instruct",
+        "--tensor-parallel-size=8 --disable-log-requests --max-num-seqs 2048 --max_num_batched_tokens 2048", []),
+    "inference-vllm-llama3-405b-2048.tuned.ipynb": (
+        "NousResearch/Hermes-3-Llama-3.1-405B", "meta-llama/Llama-3.1-405B",
+        "-tp=8 --disable-log-requests --num-scheduler-steps 15 --max-num-seqs 2048 --enable-chunked-prefill false",
+        ["NousResearch/Hermes-3-Llama-3.1-405B is a fine-tune of Llama-3.1-405B, mapped to its architecture"]),
+}
+_AUGMXNT_WEAK = ("vLLM version not stated in the notebook (the repository's setup notebooks install several "
+                 "0.6.x ROCm builds)")
+
+
+def augmxnt_mi300x_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for path, (served, model, flags, extra_weak) in AUGMXNT_NOTEBOOKS.items():
+        cells = json.loads(git_show(git_dir, AUGMXNT_COMMIT, path))["cells"]
+        if served not in "".join(cells[2]["source"]) or "--sonnet-input-len 80" not in "".join(cells[4]["source"]):
+            raise SystemExit(f"AUGMXNT/MI300-testing {path}: cells 2/4 are not the serve command and the sweep")
+        out = "".join("".join(o.get("text", [])) for o in cells[4]["outputs"])
+        summaries = [f for _, f in split_summaries(out.splitlines())]
+        # The single-prompt run shows the prompt length the served tokenizer gives; where it is not the requested
+        # 80 tokens (Hermes-3's run: 73) the prompt length is left empty rather than guessed.
+        isl = "80" if summaries[0]["requests"] == "1" and summaries[0]["input_total"] == "80" else ""
+        for f in summaries:
+            mode, conc, rate, norm = _load_fields(f, {})
+            n = int(f["requests"])
+            rows.append({
+                "quality": "weak", "source_id": "augmxnt_mi300x_testing",
+                "source": f"github AUGMXNT/MI300-testing {path} @{AUGMXNT_COMMIT[:10]} (cell 4 output)",
+                "engine": "vllm", "engine_version": "", "gpu": "mi300x", "gpu_count": "8", "model": model,
+                "weight_dtype": "bf16", "kv_dtype": "auto", "tp": "8", "pp": "1", "dp": "1", "mode": mode,
+                "input_tokens": isl, "concurrency": conc, "request_rate": rate,
+                "output_tok_s": _positive(f["output_tok_s"]), "total_tok_s": f["total_tok_s"],
+                "requests_per_s": _positive(f["requests_per_s"]), "ttft_ms": f["ttft_mean"], "ttft_stat": "mean",
+                "tpot_ms": f["tpot_mean"], "tpot_stat": "mean", "itl_ms": f.get("itl_mean", ""),
+                "itl_stat": "mean" if f.get("itl_mean") else "", "orig_gpu": "8 x MI300X (Hot Aisle node)",
+                "orig_model": served, "orig_engine": "vLLM",
+                "notes": f"[weak: {'; '.join([_AUGMXNT_WEAK, *extra_weak])}] [norm: {'; '.join(norm)}; sonnet "
+                         f"prompts --sonnet-input-len 80 --sonnet-prefix-len 50 (published total {f['input_total']} "
+                         f"input tokens over {n} requests); output_tokens not stated (published total "
+                         f"{f['output_total']} generated over {n} requests)] [source notes: vllm serve {served} "
+                         f"{flags} with VLLM_USE_TRITON_FLASH_ATTN=0; weights bf16 as the checkpoint (no --dtype or "
+                         f"quantization flag); median TTFT {f.get('ttft_median', '-')} ms, median TPOT "
+                         f"{f.get('tpot_median', '-')} ms; duration {f.get('duration_s', '-')} s; benchmark_serving.py "
+                         "--backend vllm --dataset-name sonnet]",
+            })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     # row-id prefix: (mirror directory name, short name, extractor)
@@ -1044,6 +1105,8 @@ SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     "dl-vrr": ("vllm-project+recipes", "vLLM recipes: Llama 3.3 70B / 3.1 405B on MI355", recipes_rocm_rows),
     "dl-vcd": ("vllm-project+dashboard", "vLLM per-commit CI benchmark 2024 (Llama-2-7b-chat on L4)",
                vllm_dashboard_rows),
+    "dl-amx": ("AUGMXNT+MI300-testing", "AUGMXNT MI300-testing Llama-3.1-405B on 8x MI300X (vLLM, sonnet bursts)",
+               augmxnt_mi300x_rows),
 }
 
 
