@@ -1026,6 +1026,163 @@ def _recipe_row(path: str, model: str, label: re.Match[str], f: dict[str, str]) 
     }
 
 # ---------------------------------------------------------------------------------------------------------------
+# AUGMXNT/MI300-testing (Leonard Lin's tests on a Hot Aisle 8 x MI300X node, README): Jupyter notebooks replicating
+# dstack's Llama 3.1 405B runs: vLLM serving at TP8, benchmark_serving.py with sonnet prompts of 80 tokens
+# (--sonnet-prefix-len 50), 1-2048 prompts sent at once (request rate inf). Per notebook: the serve command of cell 2
+# and the printed summaries of cell 4 (cells 14-15 repeat dstack's own results and are not read).
+AUGMXNT_COMMIT = "032bd4da1080662667b9d5f77bacd6a579128c5f"
+AUGMXNT_NOTEBOOKS = {  # notebook -> (served repo, catalog model, weight dtype note, serve flags, extra weak reasons)
+    "inference-vllm-llama3-405b.ipynb": (
+        "meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Llama-3.1-405B-Instruct",
+        "--tensor-parallel-size=8 --disable-log-requests", []),
+    "inference-vllm-llama3-405b-1024.ipynb": (
+        "meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Llama-3.1-405B-Instruct",
+        "--tensor-parallel-size=8 --disable-log-requests --max-num-seqs 1024 --max_num_batched_tokens 1024", []),
+    "inference-vllm-llama3-405b-2048.ipynb": (
+        "meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Llama-3.1-405B-Instruct",
+        "--tensor-parallel-size=8 --disable-log-requests --max-num-seqs 2048 --max_num_batched_tokens 2048", []),
+    "inference-vllm-llama3-405b-2048.tuned.ipynb": (
+        "NousResearch/Hermes-3-Llama-3.1-405B", "meta-llama/Llama-3.1-405B",
+        "-tp=8 --disable-log-requests --num-scheduler-steps 15 --max-num-seqs 2048 --enable-chunked-prefill false",
+        ["NousResearch/Hermes-3-Llama-3.1-405B is a fine-tune of Llama-3.1-405B, mapped to its architecture"]),
+}
+_AUGMXNT_WEAK = ("vLLM version not stated in the notebook (the repository's setup notebooks install several "
+                 "0.6.x ROCm builds)")
+
+
+def augmxnt_mi300x_rows(git_dir: Path) -> list[Row]:
+    rows: list[Row] = []
+    for path, (served, model, flags, extra_weak) in AUGMXNT_NOTEBOOKS.items():
+        cells = json.loads(git_show(git_dir, AUGMXNT_COMMIT, path))["cells"]
+        if served not in "".join(cells[2]["source"]) or "--sonnet-input-len 80" not in "".join(cells[4]["source"]):
+            raise SystemExit(f"AUGMXNT/MI300-testing {path}: cells 2/4 are not the serve command and the sweep")
+        out = "".join("".join(o.get("text", [])) for o in cells[4]["outputs"])
+        summaries = [f for _, f in split_summaries(out.splitlines())]
+        # The single-prompt run shows the prompt length the served tokenizer gives; where it is not the requested
+        # 80 tokens (Hermes-3's run: 73) the prompt length is left empty rather than guessed.
+        isl = "80" if summaries[0]["requests"] == "1" and summaries[0]["input_total"] == "80" else ""
+        for f in summaries:
+            mode, conc, rate, norm = _load_fields(f, {})
+            n = int(f["requests"])
+            rows.append({
+                "quality": "weak", "source_id": "augmxnt_mi300x_testing",
+                "source": f"github AUGMXNT/MI300-testing {path} @{AUGMXNT_COMMIT[:10]} (cell 4 output)",
+                "engine": "vllm", "engine_version": "", "gpu": "mi300x", "gpu_count": "8", "model": model,
+                "weight_dtype": "bf16", "kv_dtype": "auto", "tp": "8", "pp": "1", "dp": "1", "mode": mode,
+                "input_tokens": isl, "concurrency": conc, "request_rate": rate,
+                "output_tok_s": _positive(f["output_tok_s"]), "total_tok_s": f["total_tok_s"],
+                "requests_per_s": _positive(f["requests_per_s"]), "ttft_ms": f["ttft_mean"], "ttft_stat": "mean",
+                "tpot_ms": f["tpot_mean"], "tpot_stat": "mean", "itl_ms": f.get("itl_mean", ""),
+                "itl_stat": "mean" if f.get("itl_mean") else "", "orig_gpu": "8 x MI300X (Hot Aisle node)",
+                "orig_model": served, "orig_engine": "vLLM",
+                "notes": f"[weak: {'; '.join([_AUGMXNT_WEAK, *extra_weak])}] [norm: {'; '.join(norm)}; sonnet "
+                         f"prompts --sonnet-input-len 80 --sonnet-prefix-len 50 (published total {f['input_total']} "
+                         f"input tokens over {n} requests); output_tokens not stated (published total "
+                         f"{f['output_total']} generated over {n} requests)] [source notes: vllm serve {served} "
+                         f"{flags} with VLLM_USE_TRITON_FLASH_ATTN=0; weights bf16 as the checkpoint (no --dtype or "
+                         f"quantization flag); median TTFT {f.get('ttft_median', '-')} ms, median TPOT "
+                         f"{f.get('tpot_median', '-')} ms; duration {f.get('duration_s', '-')} s; benchmark_serving.py "
+                         "--backend vllm --dataset-name sonnet]",
+            })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
+# AUGMXNT/speed-benchmarking nvfp4/README.md (read through the search index: the repository snapshot predates the
+# nvfp4/ folder): analyze-bench.py's table of `vllm bench serve` runs (nvfp4/vllm-bench.sh: ShareGPT
+# Aeala/ShareGPT_Vicuna_unfiltered, 128 prompts, request rate inf, --max-concurrency 1/4/8/16/32) of
+# Llama-3.1-8B-Instruct quantizations on one 600 W RTX PRO 6000 Workstation. The table rows of the engines we model
+# are copied as published (columns: Req/s, Prefill Tok/s, Decode Tok/s, Total Tok/s, Max Out Tok/s, TTFT mean/med/p99,
+# TPOT mean/med/p99); llama.cpp rows are left out.
+APS_README = ("AUGMXNT/speed-benchmarking nvfp4/README.md @9fd8f1dbe5be37d8a3c75c4942a4ffd66e2eddbc "
+              "(indexed file-version id 67005189713)")
+APS_TABLE = {  # concurrency -> published rows
+    1: """\
+sglang.fp8-auto │ 1.15 │ 1173.85 │ 142.83 │ 1316.68 │ 146.00 │ 54.88 │ 55.31 │ 55.79 │ 6.61 │ 6.62 │ 6.62
+sglang.fp8-dynamic │ 1.04 │ 1065.99 │ 130.29 │ 1196.28 │ 132.00 │ 55.91 │ 56.30 │ 57.13 │ 7.28 │ 7.29 │ 7.29
+sglang.w4a16 │ 1.56 │ 1590.93 │ 194.85 │ 1785.78 │ 204.00 │ 53.69 │ 54.10 │ 54.79 │ 4.74 │ 4.75 │ 4.76
+trt.fp8 │ 0.59 │ 605.67 │ 74.33 │ 680.01 │ 76.00 │ 39.94 │ 40.24 │ 40.76 │ 13.24 │ 13.24 │ 13.27
+trt.nvfp4 │ 0.60 │ 608.22 │ 74.38 │ 682.61 │ 76.00 │ 30.91 │ 31.05 │ 31.31 │ 13.30 │ 13.30 │ 13.34
+vllm.fp8-dynamic │ 0.77 │ 789.55 │ 94.90 │ 884.45 │ 98.00 │ 34.94 │ 35.12 │ 36.43 │ 10.34 │ 10.34 │ 10.36
+vllm.w4a16 │ 1.52 │ 1549.83 │ 189.81 │ 1739.64 │ 196.00 │ 49.09 │ 49.39 │ 50.30 │ 4.92 │ 4.92 │ 4.96""",
+    4: """\
+sglang.fp8-auto │ 3.99 │ 4069.51 │ 501.77 │ 4571.29 │ 516.00 │ 23.94 │ 23.90 │ 45.97 │ 7.71 │ 7.72 │ 7.84
+sglang.fp8-dynamic │ 4.04 │ 4119.66 │ 493.32 │ 4612.98 │ 512.00 │ 24.70 │ 24.40 │ 27.19 │ 7.89 │ 7.93 │ 8.01
+sglang.w4a16 │ 5.86 │ 5977.68 │ 732.11 │ 6709.79 │ 764.00 │ 23.81 │ 16.98 │ 222.63 │ 5.22 │ 5.22 │ 5.30
+trt.fp8 │ 1.09 │ 1111.39 │ 138.80 │ 1250.19 │ 144.00 │ 51.90 │ 54.39 │ 62.39 │ 28.56 │ 28.58 │ 28.81
+trt.nvfp4 │ 1.11 │ 1135.33 │ 138.15 │ 1273.48 │ 145.00 │ 52.77 │ 62.15 │ 63.30 │ 28.49 │ 28.60 │ 28.91
+vllm.fp8-dynamic │ 3.00 │ 3058.79 │ 367.81 │ 3426.60 │ 380.00 │ 21.26 │ 21.20 │ 28.21 │ 10.64 │ 10.64 │ 10.66
+vllm.w4a16 │ 5.89 │ 6008.29 │ 735.86 │ 6744.15 │ 757.00 │ 17.14 │ 17.27 │ 21.75 │ 5.25 │ 5.25 │ 5.26""",
+    8: """\
+sglang.fp8-auto │ 7.46 │ 7618.19 │ 923.81 │ 8542.00 │ 981.00 │ 27.91 │ 29.62 │ 34.02 │ 8.25 │ 8.27 │ 8.92
+sglang.fp8-dynamic │ 7.35 │ 7496.84 │ 908.12 │ 8404.96 │ 968.00 │ 28.32 │ 25.35 │ 34.77 │ 8.37 │ 8.42 │ 8.55
+sglang.w4a16 │ 10.88 │ 11106.95 │ 1360.31 │ 12467.26 │ 1417.00 │ 20.89 │ 21.78 │ 26.29 │ 5.63 │ 5.66 │ 5.72
+trt.fp8 │ 7.62 │ 7780.11 │ 943.09 │ 8723.21 │ 1144.00 │ 22.73 │ 22.18 │ 27.45 │ 7.52 │ 6.97 │ 23.89
+trt.nvfp4 │ 8.00 │ 8169.26 │ 994.33 │ 9163.59 │ 1240.00 │ 26.85 │ 21.27 │ 45.61 │ 7.05 │ 6.42 │ 25.35
+vllm.fp8-dynamic │ 5.71 │ 5829.43 │ 708.46 │ 6537.89 │ 736.00 │ 22.29 │ 22.17 │ 31.72 │ 10.86 │ 10.86 │ 10.90
+vllm.w4a16 │ 10.85 │ 11070.41 │ 1355.84 │ 12426.24 │ 1401.00 │ 20.24 │ 20.78 │ 26.69 │ 5.64 │ 5.67 │ 5.69""",
+    16: """\
+sglang.fp8-auto │ 13.76 │ 14040.79 │ 1720.70 │ 15761.49 │ 1824.00 │ 37.20 │ 39.50 │ 42.83 │ 8.87 │ 8.89 │ 9.11
+sglang.fp8-dynamic │ 13.42 │ 13699.42 │ 1686.21 │ 15385.63 │ 1736.00 │ 35.70 │ 35.24 │ 45.16 │ 9.10 │ 9.12 │ 9.38
+sglang.w4a16 │ 18.60 │ 18983.13 │ 2324.94 │ 21308.06 │ 2402.00 │ 29.13 │ 31.65 │ 37.70 │ 6.57 │ 6.57 │ 7.75
+trt.fp8 │ 17.04 │ 17392.52 │ 2150.50 │ 19543.02 │ 2192.00 │ 27.81 │ 27.00 │ 42.47 │ 7.17 │ 7.16 │ 7.23
+trt.nvfp4 │ 18.35 │ 18724.64 │ 2290.70 │ 21015.34 │ 2368.00 │ 29.79 │ 27.53 │ 63.60 │ 6.64 │ 6.63 │ 6.72
+vllm.fp8-dynamic │ 10.74 │ 10959.66 │ 1338.08 │ 12297.74 │ 1390.00 │ 34.05 │ 34.01 │ 53.60 │ 11.44 │ 11.48 │ 11.49
+vllm.w4a16 │ 18.56 │ 18946.49 │ 2320.45 │ 21266.93 │ 2390.00 │ 31.36 │ 32.97 │ 51.27 │ 6.52 │ 6.56 │ 6.63""",
+    32: """\
+sglang.fp8-auto │ 21.96 │ 22409.88 │ 2705.51 │ 25115.40 │ 2932.00 │ 103.82 │ 42.84 │ 309.14 │ 10.35 │ 10.85 │ 11.19
+sglang.fp8-dynamic │ 21.70 │ 22141.78 │ 2698.06 │ 24839.84 │ 2847.00 │ 107.47 │ 57.27 │ 316.26 │ 10.70 │ 10.80 │ 11.65
+sglang.w4a16 │ 26.94 │ 27498.19 │ 3367.81 │ 30866.00 │ 3390.00 │ 95.33 │ 48.22 │ 270.54 │ 8.57 │ 8.98 │ 10.67
+trt.fp8 │ 30.59 │ 31214.81 │ 3865.77 │ 35080.58 │ 3936.00 │ 37.04 │ 28.38 │ 86.05 │ 7.89 │ 7.94 │ 7.99
+trt.nvfp4 │ 32.77 │ 33444.34 │ 4064.82 │ 37509.16 │ 4209.00 │ 39.75 │ 31.96 │ 84.06 │ 7.37 │ 7.36 │ 9.20
+vllm.fp8-dynamic │ 19.72 │ 20129.64 │ 2466.74 │ 22596.38 │ 2560.00 │ 45.13 │ 47.92 │ 55.27 │ 12.38 │ 12.45 │ 12.56
+vllm.w4a16 │ 26.43 │ 26970.73 │ 3303.21 │ 30273.94 │ 3332.00 │ 44.73 │ 46.55 │ 61.96 │ 9.15 │ 9.23 │ 9.40""",
+}
+APS_CONFIGS = {  # table config -> (engine, engine version, weight dtype, checkpoint / serve command per the README)
+    "sglang.fp8-auto": ("sglang", "", "fp8", "meta-llama/Llama-3.1-8B-Instruct with --quantization fp8"),
+    "sglang.fp8-dynamic": ("sglang", "", "fp8", "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic (patched SGLang)"),
+    "sglang.w4a16": ("sglang", "", "int4-wo", "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16"),
+    "trt.fp8": ("trtllm", "1.2.0rc0", "fp8", "nvidia/Llama-3.1-8B-Instruct-FP8, trtllm-serve in "
+                "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc0"),
+    "trt.nvfp4": ("trtllm", "1.2.0rc0", "nvfp4", "nvidia/Llama-3.1-8B-Instruct-FP4, trtllm-serve in "
+                  "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc0"),
+    "vllm.fp8-dynamic": ("vllm", "", "fp8", "vllm serve RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic"),
+    "vllm.w4a16": ("vllm", "", "int4-wo", "vllm serve RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16"),
+}
+_APS_CHECKPOINT = re.compile(r"[\w.-]+/[\w.-]+")  # the checkpoint repo named in APS_CONFIGS
+_APS_WEAK = ("the GPU is the 600 W RTX PRO 6000 Workstation edition, stored as the catalog's RTX PRO 6000 Server "
+             "Edition (same GB202 chip and 96 GB)")
+
+
+def aps_rtx_pro_rows(_: Path) -> list[Row]:
+    rows: list[Row] = []
+    for conc, table in APS_TABLE.items():
+        for line in table.splitlines():
+            config, *cells = (c.strip() for c in line.split("│"))
+            req_s, _prefill, decode, total, _max_out, ttft, ttft_med, _ttft_p99, tpot, tpot_med, _tpot_p99 = cells
+            engine, version, wdtype, ckpt = APS_CONFIGS[config]
+            repo = _APS_CHECKPOINT.search(ckpt)
+            if repo is None:
+                raise SystemExit(f"APS_CONFIGS[{config!r}] names no checkpoint")
+            weak = [_APS_WEAK] + ([] if version else [f"{engine} version not stated"])
+            rows.append({
+                "quality": "weak", "source_id": "augmxnt_speed_benchmarking_rtx_pro_6000",
+                "source": f"github {APS_README}, 'Performance' table, concurrency {conc}, row {config}",
+                "engine": engine, "engine_version": version, "gpu": "rtx-pro-6000", "gpu_count": "1",
+                "model": "meta-llama/Llama-3.1-8B-Instruct", "weight_dtype": wdtype, "kv_dtype": "auto", "tp": "1",
+                "pp": "1", "dp": "1", "mode": "concurrency", "concurrency": str(conc),
+                "output_tok_s": decode, "total_tok_s": total, "requests_per_s": req_s,
+                "ttft_ms": ttft, "ttft_stat": "mean", "tpot_ms": tpot, "tpot_stat": "mean",
+                "orig_gpu": "RTX PRO 6000 Workstation (600W)", "orig_model": repo.group(0),
+                "orig_engine": {"sglang": "SGLang", "trtllm": "TensorRT-LLM", "vllm": "vLLM"}[engine],
+                "notes": f"[weak: {'; '.join(weak)}] [norm: closed loop: 128 ShareGPT prompts "
+                         f"(Aeala/ShareGPT_Vicuna_unfiltered) at max concurrency {conc}, request rate inf; token "
+                         f"totals not published; output_tok_s = the table's Decode Tok/s] [source notes: config "
+                         f"{config}: {ckpt}; median TTFT {ttft_med} ms, median TPOT {tpot_med} ms; KV cache dtype "
+                         "not stated (engine default); vllm bench serve via nvfp4/vllm-bench.sh]",
+            })
+    return rows
+
+# ---------------------------------------------------------------------------------------------------------------
 
 SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     # row-id prefix: (mirror directory name, short name, extractor)
@@ -1044,6 +1201,10 @@ SOURCES: dict[str, tuple[str, str, Callable[[Path], list[Row]]]] = {
     "dl-vrr": ("vllm-project+recipes", "vLLM recipes: Llama 3.3 70B / 3.1 405B on MI355", recipes_rocm_rows),
     "dl-vcd": ("vllm-project+dashboard", "vLLM per-commit CI benchmark 2024 (Llama-2-7b-chat on L4)",
                vllm_dashboard_rows),
+    "dl-amx": ("AUGMXNT+MI300-testing", "AUGMXNT MI300-testing Llama-3.1-405B on 8x MI300X (vLLM, sonnet bursts)",
+               augmxnt_mi300x_rows),
+    "dl-aps": ("", "AUGMXNT speed-benchmarking Llama-3.1-8B quantizations on RTX PRO 6000 (transcribed)",
+               aps_rtx_pro_rows),
 }
 
 
