@@ -5,11 +5,9 @@ shipped measurements (four sources, so the cross-validation takes seconds), on S
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from dataclasses import fields
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -26,18 +24,10 @@ from service.db.session import make_sessionmaker, transaction
 from service.repository import calibrations as cal_repo
 from service.repository.catalog import read_catalog, sync_catalog
 from service.repository.measurements import file_sha256, sync_published
+from tests.benchmarks.scripts import load_script
 
-ACCURACY_PY = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy.py"
 # GPUs whose shipped rows come from four sources, both qualities (~200 rows)
 SUBSET_GPUS = ("rtx-4090", "a10g", "a100-80gb-pcie")
-
-
-def _accuracy() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("accuracy", ACCURACY_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture
@@ -94,7 +84,7 @@ def test_script_and_service_report_the_same_held_out_error(engine: Engine, db_ur
     assert served.held_out is not None and served.error == served.held_out
 
     # the script reads the same rows (its catalog from the files, in another order: compared by id)
-    accuracy = _accuracy()
+    accuracy = load_script("accuracy")
     script_tables = build_tables(load_catalog(), constants)
     csv_ms = accuracy.csv_measurements(subset_csv, "good", load_catalog(), script_tables, constants)
     assert _content(csv_ms, script_tables) == _content(ms, tables)

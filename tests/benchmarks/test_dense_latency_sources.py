@@ -3,12 +3,9 @@ each summary gets the flags of the command before it, and the load it ran under 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
-SOURCES_PY = Path(__file__).resolve().parents[2] / "benchmarks" / "dense_latency_sources.py"
+from tests.benchmarks.scripts import load_script
 
 _SUMMARY = """============ Serving Benchmark Result ============
 Successful requests:                     {n}
@@ -53,12 +50,7 @@ python benchmarks/benchmark_serving.py --model Some-7B --num-prompts 50 --random
 
 
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("dense_latency_sources", SOURCES_PY)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclass resolves annotations through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("dense_latency_sources")
 
 
 def test_each_summary_gets_the_flags_of_the_command_above_it() -> None:

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 from fastapi.testclient import TestClient
 
 from gpu_catalog.levers import load_lever_measurements
-
-LEVER_ACCURACY_PY = Path(__file__).resolve().parents[2] / "benchmarks" / "lever_accuracy.py"
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("lever_accuracy", LEVER_ACCURACY_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmarks.scripts import load_script
 
 
 def test_every_published_pair_is_predicted_with_its_own_k_and_acceptance(client: TestClient) -> None:
-    script = _script()
+    script = load_script("lever_accuracy")
     for row in load_lever_measurements():
         plain = client.post("/v1/predictions", json=script.lever_body(row, False, False))
         spec = client.post("/v1/predictions", json=script.lever_body(row, True, False))
