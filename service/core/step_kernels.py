@@ -51,8 +51,8 @@ def decode_step_at_f(b: float, pp: float, dense_s: float, expert_read_s: float, 
 @njit(cache=True, error_model="numpy")
 def draft_read_f(batch: float, draft_expert_s: float, draft_log_miss: float) -> float:
     """``StepModel.draft_read_s``, compiled: the routed experts an MoE draft's passes over ``batch`` sequences
-    read (0 without an MoE draft: ``draft_log_miss`` 0)."""
-    return draft_expert_s * -math.expm1(max(batch, 1e-9) * draft_log_miss)
+    read (0 without an MoE draft: ``draft_log_miss`` 0): ``expert_read_f`` of the whole batch."""
+    return expert_read_f(max(batch, 1e-9), draft_expert_s, draft_log_miss, True)
 
 
 @njit(cache=True, error_model="numpy")
