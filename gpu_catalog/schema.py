@@ -119,6 +119,12 @@ class ModelSpec(_Strict):
         default=None, ge=0, description="how many layers attend only to the sliding window")
     linear_attention_layers: int | None = Field(
         default=None, ge=0, description="layers with a fixed-size recurrent state instead of a KV cache")
+    # Layers whose attention and MLP read the same input and add their outputs (Falcon's
+    # new_decoder_architecture / parallel_attn): under TP the engines all-reduce the sum once, not each half
+    # (vLLM model_executor/models/falcon.py reduce_row_parallel_results; TensorRT-LLM models/falcon/model.py
+    # "allreduce applies after those layer")
+    parallel_attention: bool = Field(
+        default=False, description="attention and MLP in parallel, one all-reduce per layer under TP")
     total_params_b: float = Field(gt=0, description="all parameters, billions")
     active_params_b: float = Field(gt=0, description="parameters used per token, billions (= total for dense)")
     source: str = Field(min_length=5, description="where the config.json was read")

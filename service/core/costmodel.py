@@ -18,7 +18,7 @@ The physics (each term is a roofline over the catalog's datasheet figures, scale
   split by TP; sliding-window layers hold at most the window.
 * Prefill: linear FLOPs of the active parameters plus the causal attention term (quadratic in the
   prompt), over dense FLOPS x ``eff_flops``, floored by reading the weights once; two ring all-reduces
-  per layer under TP.
+  per layer under TP (one where attention and MLP run in parallel and their sum is reduced once).
 * Decode step: (weights touched + KV read for every sequence) over bandwidth x ``eff_bw`` against the
   batch's FLOPs over compute, smoothly whichever binds, plus all-reduces and a software overhead per step
   and per layer. MoE layers read only the experts the batch routes to (expected distinct experts of ``b``

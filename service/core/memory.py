@@ -57,7 +57,7 @@ class Static:
     dec_flops_tok: F             # decoded token: linear layers + LM head + attention over the mean context
     attn_prefill_flops: F        # one whole prompt's causal attention
     ar_bytes_tok: F              # bytes of one all-reduce per token (hidden x activation bytes)
-    ar_count: F                  # all-reduces per forward pass of the replica (2 per layer under TP)
+    ar_count: F                  # all-reduces per forward pass of the replica (1 or 2 per layer under TP)
     ar_ring_factor: F            # 2 (tp-1)/tp: ring all-reduce traffic per byte reduced
     layers: F
     experts: F
@@ -232,7 +232,7 @@ def static_terms(t: Tables, c: Candidates) -> Static:
         cap_mean=cap_mean, isl=isl, osl=osl, tp=tp, pp=pp, n_gpu=n_gpu, replicas=np.maximum(c.replicas, 1.0) * dp,
         max_batched_tok=c.max_batched_tok, mode=c.mode, load=c.load, lin_flops_tok=lin_tok, dec_flops_tok=dec_tok,
         attn_prefill_flops=attn_prefill, ar_bytes_tok=hidden * t.act_bytes,
-        ar_count=np.where(tp > 1, 2.0 * t.layers[m], 0.0), ar_ring_factor=2.0 * (tp - 1.0) / tp,
+        ar_count=np.where(tp > 1, t.allreduces_per_layer[m] * t.layers[m], 0.0), ar_ring_factor=2.0 * (tp - 1.0) / tp,
         layers=t.layers[m], experts=t.num_experts[m], experts_per_token=t.experts_per_token[m],
         kv_tok_layer_bytes=kv_tok_layer, full_layers=full_l, window_layers=win_l, window_tok=win,
         heads_dims=heads_dims, dec_fixed_flops_tok=dec_fixed, max_num_seqs=c.max_num_seqs,

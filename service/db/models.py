@@ -97,6 +97,7 @@ class ModelArch(Base):
     sliding_window_tokens: Mapped[int | None] = mapped_column(Integer)
     sliding_window_layers: Mapped[int | None] = mapped_column(Integer)
     linear_attention_layers: Mapped[int | None] = mapped_column(Integer)
+    parallel_attention: Mapped[bool] = mapped_column(Boolean, default=False)
     total_params_b: Mapped[float] = mapped_column(Float)
     active_params_b: Mapped[float] = mapped_column(Float)
     source: Mapped[str] = mapped_column(Text)
