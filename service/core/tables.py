@@ -106,7 +106,7 @@ def build_tables(catalog: Catalog, constants: CostConstants, extra_models: list[
         model_ids=[m.id for m in models], gpu_ids=[g.id for g in catalog.gpus],
         wdtype_ids=[d.id for d in catalog.weight_dtypes], kvdtype_ids=[d.id for d in catalog.kv_dtypes],
         layers=arr([x.num_layers for x in a]), hidden=arr([x.hidden_size for x in a]),
-        allreduces_per_layer=arr([1.0 if getattr(m, "parallel_attention", False) else 2.0 for m in models]),
+        allreduces_per_layer=arr([1.0 if m.parallel_attention else 2.0 for m in models]),
         heads=arr([x.num_attention_heads for x in a]), kv_heads=arr([x.num_kv_heads for x in a]),
         head_dim=arr([x.head_dim for x in a]), attn_dims=arr([x.attn_qk_dim + x.attn_v_dim for x in a]),
         vocab=arr([m.vocab_size for m in models]),
