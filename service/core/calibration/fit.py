@@ -55,9 +55,11 @@ from service.core.types import F
 # A class segment owns its overheads only when latency measurements of this many architectures support it.
 MIN_ARCHITECTURES = 2
 # A benchmark harness's own TTFT (HTTP client, tokenising, its queue) per source: fitted beside the engine's,
-# starting from and shrunk toward HARNESS_PRIOR_S with a wide log-space spread (sources differ by 10x).
+# starting from and shrunk toward HARNESS_PRIOR_S, within a factor of about e (one log unit) at one sigma. A
+# harness costs milliseconds whatever model it measures; a wider spread lets it take up the per-request cost of
+# the engine on the models its source measured, which then lands on every other model of that source.
 HARNESS_PRIOR_S = 0.001
-HARNESS_SIGMA_LOG = 3.0
+HARNESS_SIGMA_LOG = 1.0
 HARNESS_BOUNDS_S = (1e-5, 2.0)
 PRIOR_ROWS = 6.0            # a segment's parent counts as this many measurements
 PRIOR_SIGMA_LOG = 0.5       # spread of a segment's log-parameter around its parent's
