@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gpu_catalog.loader import PUBLISHED_CSV, load_catalog, load_cost_constants
-from service.core.calibration import DUPLICATE, DUPLICATE_CONFLICT, UNQUEUED_OVERLOAD, prepare
+from service.core.calibration import DUPLICATE, DUPLICATE_CONFLICT, PAST_CONTEXT, UNQUEUED_OVERLOAD, prepare
 from service.core.costmodel import build_tables
 
 CATALOG = load_catalog()
@@ -103,3 +103,17 @@ def test_overloads_without_a_queue_are_left_out(row: dict[str, Any]) -> None:
     queued = _copy(row, "queued", concurrency="64", max_batch="8", ttft_ms=str(wait_ms))
     ms = prepare([fast, queued, _copy(row, "within", ttft_ms="1.5")], CATALOG, TABLES, CONSTANTS)
     assert ms.row_ids == ["queued", "within"] and ms.skipped == {UNQUEUED_OVERLOAD: 1}
+
+
+def test_vllm_runs_past_the_context_window_are_left_out(row: dict[str, Any]) -> None:
+    # Qwen3-32B's context window (config.json max_position_embeddings); vLLM ends a sequence there
+    window = CATALOG.resolve_model(row["model"]).max_position_embeddings
+    one = {**row, "concurrency": "1"}        # one sequence of a window's length fits in its KV cache
+    vllm = {**one, "engine": "vllm", "engine_version": "0.19.0"}
+    # (distinct latencies: rows repeating one another's TTFT and TPOT are duplicates)
+    inside = _copy(vllm, "inside", input_tokens=str(window // 2), output_tokens=str(window // 2), ttft_ms="900")
+    past = _copy(vllm, "past", input_tokens=str(window), output_tokens=str(window), ttft_ms="1900")
+    trtllm = _copy(one, "trtllm", input_tokens=str(window), output_tokens=str(window), ttft_ms="1800")
+    ms = prepare([inside, past, trtllm], CATALOG, TABLES, CONSTANTS)
+    # TensorRT-LLM's engines are built for a stated max_seq_len: its row is kept
+    assert ms.row_ids == ["inside", "trtllm"] and ms.skipped == {PAST_CONTEXT: 1}
