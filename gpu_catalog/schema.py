@@ -278,6 +278,10 @@ class EngineBudget(_Strict):
     legacy_gpu_memory_utilization: float = Field(gt=0, le=1)
     legacy_max_num_seqs: int = Field(ge=1)
     legacy_max_num_batched_tokens: int = Field(ge=1)
+    ends_sequences_at_context_window: bool = Field(
+        description="the engine refuses a max length beyond the model's max_position_embeddings, so a sequence "
+        "ends there: a run stating a longer input + output did not generate it")
+    context_window_source: str = Field(min_length=5)
     source: str = Field(min_length=5)
 
 

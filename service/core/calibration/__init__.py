@@ -45,8 +45,7 @@ from service.core.calibration.segments import (
 __all__ = [
     "BREAKDOWNS", "CLASS_LEVEL", "DUPLICATE", "DUPLICATE_CONFLICT", "HARDWARE_PARAMS", "LEVELS", "METRICS",
     "MODELLED_ENGINES", "MODEL_CLASSES", "PAST_CONTEXT", "SOFTWARE_PARAMS", "UNQUEUED_OVERLOAD", "Calibration",
-    "MeasurementSet",
-    "ape", "calibration_engine", "class_key", "cross_validate", "data_fingerprint", "duplicate_latency",
-    "error_report", "fit", "model_class", "parent_key", "predict_measured", "predict_metrics", "prepare",
-    "run_kv_dtype", "segment_key", "summarise", "unmodelled_layout", "unqueued_overload", "with_anchors",
+    "MeasurementSet", "ape", "calibration_engine", "class_key", "cross_validate", "data_fingerprint",
+    "duplicate_latency", "error_report", "fit", "model_class", "parent_key", "predict_measured", "predict_metrics",
+    "prepare", "run_kv_dtype", "segment_key", "summarise", "unmodelled_layout", "unqueued_overload", "with_anchors",
 ]

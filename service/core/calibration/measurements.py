@@ -122,7 +122,7 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
         if math.isnan(i_tok) or math.isnan(o_tok) or math.isnan(tp):
             skip("input/output length or tp not published")
             continue
-        if engine == "vllm" and i_tok + o_tok > model.max_position_embeddings:
+        if constants.engines[engine].ends_sequences_at_context_window and i_tok + o_tok > model.max_position_embeddings:
             skip(PAST_CONTEXT)
             continue
         pp = 1.0 if math.isnan(pp) else pp
@@ -217,10 +217,10 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
 # Reasons rows (or their latencies) are left out of the fit, as GET /v1/calibration's not_scored lists them.
 DUPLICATE = "duplicate: repeats an earlier row's TTFT and TPOT with the same layout (fitted once)"
 DUPLICATE_CONFLICT = "duplicate: repeats another row's TTFT and TPOT with a different layout (layout unknown)"
-# vLLM's max_model_len defaults to the model's max_position_embeddings and a longer one is refused; a sequence
-# that reaches it ends (the scheduler's FINISHED_LENGTH_CAPPED), so such a row did not generate what it states.
-PAST_CONTEXT = ("vLLM run longer than the model's context window (input + output > max_position_embeddings): "
-                "vLLM ends a sequence at max_model_len, so the stated output was not generated")
+# An engine that ends sequences at the model's context window (costmodel.yaml engines.*.
+# ends_sequences_at_context_window) did not generate what a longer row states.
+PAST_CONTEXT = ("run longer than the model's context window (input + output > max_position_embeddings) on an "
+                "engine that ends a sequence there, so the stated output was not generated")
 UNQUEUED_OVERLOAD = ("closed loop above the predicted KV-cache or max-batch capacity whose measured TTFT shows "
                      "no admission queueing (the run held more sequences than the settings assumed allow)")
 # A run queues when clients exceed the sequences in flight: each extra round of clients waits about a whole

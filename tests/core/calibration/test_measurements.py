@@ -117,3 +117,8 @@ def test_vllm_runs_past_the_context_window_are_left_out(row: dict[str, Any]) -> 
     ms = prepare([inside, past, trtllm], CATALOG, TABLES, CONSTANTS)
     # TensorRT-LLM's engines are built for a stated max_seq_len: its row is kept
     assert ms.row_ids == ["inside", "trtllm"] and ms.skipped == {PAST_CONTEXT: 1}
+    # the rule is the engine's catalog entry (costmodel.yaml), not its id: say TensorRT-LLM ends sequences there too
+    engines = {**CONSTANTS.engines,
+               "trtllm": CONSTANTS.engines["trtllm"].model_copy(update={"ends_sequences_at_context_window": True})}
+    capped = prepare([inside, past, trtllm], CATALOG, TABLES, CONSTANTS.model_copy(update={"engines": engines}))
+    assert capped.row_ids == ["inside"] and capped.skipped == {PAST_CONTEXT: 2}
