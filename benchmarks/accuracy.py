@@ -14,6 +14,7 @@ is published), TTFT and TPOT/ITL, overall and by GPU, engine, dtype and mode, wi
     python benchmarks/accuracy.py --group source  # only leave-one-source-out (GET /v1/calibration's figures)
     python benchmarks/accuracy.py --quality all   # good and weak rows
     python benchmarks/accuracy.py --json out.json # also write the full report
+    python benchmarks/accuracy.py --group family --rows rows.csv  # also each latency row's held-out prediction
     python benchmarks/accuracy.py --database-url "$DATABASE_URL"  # the service's stored rows (shipped + users')
     python benchmarks/accuracy.py --simulate 300  # scheduler simulation vs analytic on 300 loaded rows (in-sample)
 
@@ -24,6 +25,7 @@ GET /v1/calibration's held-out report is this report (the same rows, quality=goo
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 import time
@@ -37,7 +39,14 @@ from gpu_catalog.schema import CostConstants
 from service.calibration.fit import FITTED_QUALITY
 from service.core.calibration import METRICS, MeasurementSet, ape, cross_validate, prepare, summarise
 from service.core.calibration.errors import layout_labels
-from service.core.calibration.heldout import family_table, floor_check, format_table, held_out_by_family
+from service.core.calibration.heldout import (
+    bucket_labels,
+    family_table,
+    floor_check,
+    format_table,
+    held_out_by_family,
+    latency_rows,
+)
 from service.core.costmodel import Tables, build_tables
 from service.db.session import make_engine, make_sessionmaker, transaction
 from service.repository.calibrations import measurement_rows
@@ -85,6 +94,37 @@ def stored_measurements(database_url: str, quality: str, constants: CostConstant
     return tables, prepare(rows, catalog, tables, constants)
 
 
+ROW_COLUMNS = ("row_id", "family", "source", "engine", "architecture", "gpu", "weight_dtype", "model_class", "tp", "pp",
+               "dp", "ep", "mode", "load", "bucket", "input_tokens", "output_tokens", "throughput_is_total",
+               "throughput_tok_s", "throughput_tok_s_predicted", "ttft_ms", "ttft_ms_predicted", "tpot_ms",
+               "tpot_ms_predicted")
+
+
+def write_rows(path: Path, ms: MeasurementSet, pred: NDArray[np.float64]) -> int:
+    """One CSV line per latency row: what identifies it, its measured figures and the held-out prediction
+    (throughput tok/s, output or total as measured; TTFT and TPOT ms; empty where not measured). Returns the
+    number of lines written."""
+    lat = np.flatnonzero(latency_rows(ms))
+    buckets = bucket_labels(ms)
+    c = ms.cand
+    dp = c.dp if c.dp is not None else np.ones(len(ms))
+
+    def cell(v: float, scale: float) -> str:
+        return f"{v * scale:.6g}" if np.isfinite(v) else ""
+
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(ROW_COLUMNS)
+        for i in lat:
+            engine, arch, gpu, dtype = ms.keys[i]
+            out.writerow([ms.row_ids[i], ms.families[i], ms.sources[i], engine, arch, gpu, dtype, ms.classes[i],
+                          f"{c.tp[i]:g}", f"{c.pp[i]:g}", f"{dp[i]:g}", f"{c.ep[i]:g}", ms.modes[i], f"{c.load[i]:g}",
+                          buckets[i], f"{c.input_tok[i]:g}", f"{c.output_tok[i]:g}", bool(ms.thr_is_total[i]),
+                          cell(ms.y[i, 0], 1.0), cell(pred[i, 0], 1.0), cell(ms.y[i, 1], 1e3),
+                          cell(pred[i, 1], 1e3), cell(ms.y[i, 2], 1e3), cell(pred[i, 2], 1e3)])
+    return len(lat)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--csv", type=Path, nargs="+", default=list(SHIPPED_CSVS),
@@ -93,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
                     "instead of --csv: the rows GET /v1/calibration reports on")
     ap.add_argument("--quality", choices=["good", "all"], default="good")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--rows", type=Path, metavar="CSV",
+                    help="with --group family or both: write each latency row's held-out prediction to this CSV")
     ap.add_argument("--group", choices=["both", "source", "family"], default="both",
                     help="leave-one-family-out on the latency rows (the headline), leave-one-source-out on all rows "
                     "(GET /v1/calibration's held-out report), or both")
@@ -101,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
                     "and medians with the analytic model's on up to N rows measured under load (sim_accuracy.py)")
     ap.add_argument("--sim-requests", type=int, default=1000, help="requests per steady-state simulation")
     args = ap.parse_args(argv)
+    if args.rows and (args.group == "source" or args.simulate):
+        ap.error("--rows writes the leave-one-family-out predictions: use it with --group family or both")
     constants = load_cost_constants()
     if args.simulate:
         if args.database_url:
@@ -134,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         for key, stats in by_layout.items():
             print(_line(key, stats))
         out["family"] = {**table, "floor": floors, "by_layout": by_layout}
+        if args.rows:
+            print(f"{write_rows(args.rows, ms, pred)} latency rows and their held-out predictions: {args.rows}")
     if args.group == "family":
         if args.json:
             args.json.write_text(json.dumps(out["family"], indent=1))

@@ -18,6 +18,7 @@ from gpu_catalog.loader import PUBLISHED_CSV, load_catalog, load_cost_constants,
 from service.calibration.fit import fit_and_store, measurement_set, run_cross_validation
 from service.calibration.report import public
 from service.core.calibration import MeasurementSet
+from service.core.calibration.heldout import held_out_by_family, latency_rows
 from service.core.costmodel import Tables, build_tables
 from service.db import migrate
 from service.db.session import make_sessionmaker, transaction
@@ -98,3 +99,33 @@ def test_script_and_service_report_the_same_held_out_error(engine: Engine, db_ur
         figures = getattr(served.held_out, name)
         dumped = figures.model_dump() if name == "overall" else {k: v.model_dump() for k, v in figures.items()}
         assert dumped == from_csv[name], name
+
+
+def test_rows_csv_holds_each_latency_rows_held_out_prediction(subset_csv: Path, tmp_path: Path) -> None:
+    accuracy = load_script("accuracy")
+    out = tmp_path / "rows.csv"
+    assert accuracy.main(["--csv", str(subset_csv), "--group", "family", "--rows", str(out)]) == 0
+    with out.open(encoding="utf-8", newline="") as fh:
+        written = {r["row_id"]: r for r in csv.DictReader(fh)}
+    # the same held-out fit, computed here: every latency row once, its figures in ms
+    constants = load_cost_constants()
+    catalog = load_catalog()
+    tables = build_tables(catalog, constants)
+    ms = accuracy.csv_measurements(subset_csv, "good", catalog, tables, constants)
+    pred = held_out_by_family(tables, ms, constants)
+    lat = np.flatnonzero(latency_rows(ms))
+    assert len(lat) and sorted(written) == sorted(ms.row_ids[i] for i in lat)
+    for i in lat:
+        row = written[ms.row_ids[i]]
+        assert row["family"] == ms.families[i] and row["source"] == ms.sources[i]
+        for col, j in (("ttft_ms", 1), ("tpot_ms", 2)):
+            if np.isfinite(ms.y[i, j]):
+                assert float(row[col]) == pytest.approx(ms.y[i, j] * 1e3, rel=1e-5)
+                assert float(row[f"{col}_predicted"]) == pytest.approx(pred[i, j] * 1e3, rel=1e-5)
+            else:
+                assert row[col] == "" and row[f"{col}_predicted"] == ""
+
+
+def test_rows_csv_needs_the_family_group(subset_csv: Path, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        load_script("accuracy").main(["--csv", str(subset_csv), "--group", "source", "--rows", str(tmp_path / "r.csv")])
