@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Mapping
+from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -43,12 +44,39 @@ def _has_url(v: str) -> str:
 RepoId = Annotated[str, AfterValidator(_repo_id)]
 SourceText = Annotated[str, AfterValidator(_has_url)]
 
+# The linear weights of a transformer a checkpoint's format may or may not quantise (moe_layout.param_split).
+QuantisedPart = Literal["attention", "dense_mlp", "shared_experts", "routed_experts"]
+QUANTISED_PARTS: tuple[QuantisedPart, ...] = ("attention", "dense_mlp", "shared_experts", "routed_experts")
+
+
+@dataclass(frozen=True)
+class PartBits:
+    """Stored bits per weight of each part of a model's linear weights, as one checkpoint holds them."""
+
+    attention: float
+    dense_mlp: float
+    shared_experts: float
+    routed_experts: float
+
 
 class _ModelDtype(_Strict):
     model: str = Field(description="catalog model id (canonical)")
     weight_dtype: str = Field(description="weight dtype id (dtypes.yaml) of the weights")
     source: SourceText = Field(min_length=10, description="where the id and the format were read (https address)")
     notes: str = Field(default="", description="remarks: which weights are quantised, hardware it targets")
+    quantised_parts: list[QuantisedPart] = Field(
+        default_factory=lambda: list(QUANTISED_PARTS), min_length=1,
+        description="the linear weights the format quantises (default: all of them); the others are stored in "
+        "`unquantised_dtype` (embeddings, LM head, routers and norms are 16-bit in every checkpoint)",
+    )
+    unquantised_dtype: str = Field(
+        default="bf16", description="weight dtype id of the linear weights outside `quantised_parts`"
+    )
+    bits_per_weight: float | None = Field(
+        default=None, gt=0, le=32,
+        description="stored bits per quantised weight, scales included, where the checkpoint's scale groups "
+        "differ from its dtype's (dtypes.yaml bits_per_weight); null: the dtype's",
+    )
 
 
 class NativeDtypeSpec(_ModelDtype):
@@ -112,6 +140,28 @@ class CheckpointCatalog:
         out.update(c.weight_dtype for c in self.checkpoints if c.model == model_id)
         return out
 
+    def serving_entry(self, model_id: str, weight_dtype: str) -> _ModelDtype | None:
+        """The entry whose weights a deployment of ``model_id`` in ``weight_dtype`` serves: the release itself
+        when it ships that dtype, else the first published checkpoint of it (what a launch serves,
+        service/engines/checkpoints.plan_checkpoint); None when an engine's quantisation step makes them."""
+        native = next((n for n in self.native if n.model == model_id and n.weight_dtype == weight_dtype), None)
+        if native is not None:
+            return native
+        published = self.for_model(model_id, weight_dtype)
+        return published[0] if published else None
+
+    def part_bits(self, model_id: str, weight_dtype: str, dtype_bits: Mapping[str, float]) -> PartBits:
+        """Stored bits per weight of each linear part of ``model_id`` served in ``weight_dtype``;
+        ``dtype_bits``: every weight dtype's ``bits_per_weight`` (dtypes.yaml). A quantisation step (no entry)
+        quantises every linear weight."""
+        entry = self.serving_entry(model_id, weight_dtype)
+        bits = dtype_bits[weight_dtype]
+        if entry is None:
+            return PartBits(bits, bits, bits, bits)
+        quantised = entry.bits_per_weight if entry.bits_per_weight is not None else bits
+        other = dtype_bits[entry.unquantised_dtype]
+        return PartBits(**{p: quantised if p in entry.quantised_parts else other for p in QUANTISED_PARTS})
+
     def by_repo_id(self, repo_id: str) -> CheckpointSpec | None:
         """The recorded checkpoint a repository id (any case) names, if any."""
         want = repo_id.lower()
@@ -144,6 +194,13 @@ def load_checkpoints(data_dir: Path = DATA_DIR, catalog: Catalog | None = None) 
                     f"{section}.weight_dtype",
                     f"unknown weight dtype '{e.weight_dtype}'; valid: {sorted(dtype_ids)}",
                 )
+            if e.unquantised_dtype not in dtype_ids:
+                raise CatalogError(
+                    path,
+                    i,
+                    f"{section}.unquantised_dtype",
+                    f"unknown weight dtype '{e.unquantised_dtype}'; valid: {sorted(dtype_ids)}",
+                )
     for i, n in enumerate(native, start=1):
         if n.weight_dtype in _SIXTEEN_BIT:
             raise CatalogError(
@@ -153,3 +210,9 @@ def load_checkpoints(data_dir: Path = DATA_DIR, catalog: Catalog | None = None) 
                 "16-bit releases are the default: list only releases that ship another dtype",
             )
     return CheckpointCatalog(native=native, checkpoints=checkpoints)
+
+
+@lru_cache(maxsize=1)
+def shipped_checkpoints() -> CheckpointCatalog:
+    """The shipped checkpoints.yaml, validated against the shipped catalog (read once)."""
+    return load_checkpoints()

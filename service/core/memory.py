@@ -184,14 +184,13 @@ def static_terms(t: Tables, c: Candidates) -> Static:
     gemm = np.where(rate_native > 0, rate_native, rate_fallback)
     runnable = gemm > 0
 
-    w_bytes_per_param = t.w_bits[c.wdtype] / 8.0
     dp = c.dp if c.dp is not None else np.ones_like(tp)
     # the routed experts of a stage are spread over all tp x dp GPUs of it, whatever the EP split
-    expert_bytes = t.expert_params[m] * w_bytes_per_param / (np.maximum(tp * dp, c.ep) * pp)
-    dense_bytes = ((t.linear_params[m] - t.expert_params[m]) * w_bytes_per_param
+    expert_bytes = t.expert_params[m] * t.routed_w_bytes[m, c.wdtype] / (np.maximum(tp * dp, c.ep) * pp)
+    dense_bytes = ((t.linear_params[m] - t.expert_params[m]) * t.nonrouted_w_bytes[m, c.wdtype]
                    + t.embedding_params[m] * t.act_bytes) / n_gpu
     # MLA down-projections stay whole on every TP rank (ReplicatedLinear): the share TP does not split
-    dense_bytes = dense_bytes + t.replicated_params[m] * w_bytes_per_param * (1.0 - 1.0 / tp) / pp
+    dense_bytes = dense_bytes + t.replicated_params[m] * t.attn_w_bytes[m, c.wdtype] * (1.0 - 1.0 / tp) / pp
     weights = dense_bytes + expert_bytes
     kv_bytes_el = t.kv_bits[c.kvdtype] / 8.0
     kv_heads_gpu = np.ceil(t.kv_heads[m] / tp)

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Literal
 
+from gpu_catalog.checkpoints import PartBits
 from gpu_catalog.schema import ModelSpec
 
 # Bits of the weights the usual quantisation recipes leave in 16-bit: embeddings, LM head, router and
@@ -208,28 +209,26 @@ def weight_bytes_per_rank(
     m: ModelSpec,
     layout: Layout,
     linear_bits: float,
-    expert_bits: float | None = None,
+    parts: PartBits | None = None,
     unquantised_bits: float = UNQUANTISED_BITS,
 ) -> WeightBytesPerRank:
     """Weight bytes per GPU. ``linear_bits``: bits per weight of the quantised linear layers (the weight
-    dtype's ``bits_per_weight``); ``expert_bits``: of the routed and shared experts when they differ (gpt-oss
-    ships MXFP4 experts beside BF16 attention); embeddings, LM head, routers and norms at ``unquantised_bits``."""
+    dtype's ``bits_per_weight``); ``parts``: of each linear part where the checkpoint stores them differently
+    (checkpoints.yaml ``quantised_parts``: gpt-oss ships MXFP4 experts beside BF16 attention); embeddings,
+    LM head, routers and norms at ``unquantised_bits``."""
     check_layout(m, layout)
     s = param_split(m)
     tp, pp = layout.tp, layout.pp
-    lin, exp, raw = (
-        linear_bits / 8.0,
-        (expert_bits if expert_bits is not None else linear_bits) / 8.0,
-        (unquantised_bits / 8.0),
-    )
+    b = parts if parts is not None else PartBits(linear_bits, linear_bits, linear_bits, linear_bits)
+    lin, raw = linear_bits / 8.0, unquantised_bits / 8.0
     kv_share = math.ceil(m.num_kv_heads / tp) / m.num_kv_heads
-    attention = (s.attn_split_params / tp + s.attn_kv_params * kv_share + s.attn_replicated_params) * lin
+    attention = (s.attn_split_params / tp + s.attn_kv_params * kv_share + s.attn_replicated_params) * b.attention / 8
     return WeightBytesPerRank(
         attention_bytes=attention / pp,
-        dense_mlp_bytes=s.dense_mlp_params / tp * lin / pp,
-        shared_expert_bytes=s.shared_expert_params / tp * exp / pp,
+        dense_mlp_bytes=s.dense_mlp_params / tp * b.dense_mlp / 8 / pp,
+        shared_expert_bytes=s.shared_expert_params / tp * b.shared_experts / 8 / pp,
         # each of the ep groups holds 1/ep of the experts, split in width over its moe_tp GPUs
-        routed_expert_bytes=s.routed_expert_params / (layout.ep * layout.moe_tp) * exp / pp,
+        routed_expert_bytes=s.routed_expert_params / (layout.ep * layout.moe_tp) * b.routed_experts / 8 / pp,
         embedding_bytes=(s.embedding_params + s.lm_head_params) / tp * raw / pp,
         router_norm_bytes=(s.router_params + s.norm_params) * raw / pp,
         other_bytes=s.other_params / tp * lin / pp,

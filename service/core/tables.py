@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_catalog.checkpoints import CheckpointCatalog, PartBits, shipped_checkpoints
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
 from service.core.architecture import arch_numbers
@@ -62,6 +63,12 @@ class Tables:
     price_usd_per_gpu_hour: F   # NaN where the catalog has no price
     # dtypes
     w_bits: F
+    # (model, weight dtype): bytes per weight of its linear parts as the checkpoint served holds them
+    # (checkpoints.yaml quantised_parts; a quantisation step quantises them all): the routed experts, the
+    # attention weights, and the mean over every non-routed linear weight (attention, dense MLP, shared experts)
+    routed_w_bytes: F
+    attn_w_bytes: F
+    nonrouted_w_bytes: F
     w_native_compute: I_        # index into COMPUTE_DTYPES
     w_fallback_compute: I_      # -1 = none
     kv_bits: F
@@ -78,10 +85,32 @@ class Tables:
                 "kvdtype": {d: i for i, d in enumerate(self.kvdtype_ids)}}
 
 
-def build_tables(catalog: Catalog, constants: CostConstants, extra_models: list[Any] | None = None) -> Tables:
-    """Gather the catalog (and any inline model specs) into arrays, once."""
+def _part_bytes(models: list[Any], catalog: Catalog, checkpoints: CheckpointCatalog) -> tuple[F, F, F]:
+    """(model, weight dtype) bytes per weight of the routed experts, the attention weights and the mean over
+    the non-routed linear weights (weighted by each part's parameters, moe_layout.param_split)."""
+    dtype_bits = {d.id: d.bits_per_weight for d in catalog.weight_dtypes}
+    shape = (len(models), len(catalog.weight_dtypes))
+    routed, attn, nonrouted = np.empty(shape), np.empty(shape), np.empty(shape)
+    for mi, m in enumerate(models):
+        p = param_split(m)
+        attn_p = p.attn_split_params + p.attn_kv_params + p.attn_replicated_params
+        for wi, d in enumerate(catalog.weight_dtypes):
+            b: PartBits = checkpoints.part_bits(m.id, d.id, dtype_bits)
+            parts = ((attn_p, b.attention), (p.dense_mlp_params, b.dense_mlp),
+                     (p.shared_expert_params, b.shared_experts), (p.other_params, d.bits_per_weight))
+            total = sum(n for n, _ in parts)
+            mean_bits = sum(n * bits for n, bits in parts) / total if total > 0 else d.bits_per_weight
+            routed[mi, wi], attn[mi, wi], nonrouted[mi, wi] = b.routed_experts / 8, b.attention / 8, mean_bits / 8
+    return routed, attn, nonrouted
+
+
+def build_tables(catalog: Catalog, constants: CostConstants, extra_models: list[Any] | None = None,
+                 checkpoints: CheckpointCatalog | None = None) -> Tables:
+    """Gather the catalog (and any inline model specs) into arrays, once; ``checkpoints``: which parts of a
+    model each served checkpoint quantises (default: the shipped checkpoints.yaml)."""
     models = [*catalog.models, *(extra_models or [])]
     a = [arch_numbers(m) for m in models]
+    routed_w, attn_w, nonrouted_w = _part_bytes(models, catalog, checkpoints or shipped_checkpoints())
 
     def arr(values: list[float]) -> F:
         return np.asarray(values, dtype=np.float64)
@@ -131,6 +160,7 @@ def build_tables(catalog: Catalog, constants: CostConstants, extra_models: list[
         price_usd_per_gpu_hour=arr([g.price_usd_per_gpu_hour if g.price_usd_per_gpu_hour else np.nan
                                     for g in catalog.gpus]),
         w_bits=arr([d.bits_per_weight for d in catalog.weight_dtypes]),
+        routed_w_bytes=routed_w, attn_w_bytes=attn_w, nonrouted_w_bytes=nonrouted_w,
         w_native_compute=np.asarray([cidx[d.native_compute] for d in catalog.weight_dtypes], dtype=np.int64),
         w_fallback_compute=np.asarray([cidx[d.fallback_compute] if d.fallback_compute else -1
                                        for d in catalog.weight_dtypes], dtype=np.int64),

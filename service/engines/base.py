@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from gpu_catalog.checkpoints import PartBits, shipped_checkpoints
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import EngineSpec, GpuSpec, KvDtypeSpec, ModelSpec, WeightDtypeSpec
 from service.core.moe_layout import Layout, LayoutError, weight_bytes_per_rank
@@ -82,6 +83,8 @@ class Context:
     model: ModelSpec | None
     weight: WeightDtypeSpec
     kv: KvDtypeSpec
+    # bits per weight of each linear part of the model as the served checkpoint stores them (checkpoints.yaml)
+    part_bits: PartBits
 
 
 def by_id(items: list[Any], key: str, what: str) -> Any:
@@ -110,8 +113,13 @@ def resolve_context(spec: LaunchSpec, catalog: Catalog, vocab_dir: Path | None) 
             raise LaunchError(f"{engine.name} does not run {kind} dtype '{dtype}' on {gpu.architecture} "
                               f"GPUs such as {gpu.name} (gpu_catalog/data/support.yaml)")
     vocab = vocabulary(engine.id, version, vocab_dir)
-    return Context(spec=spec, engine=engine, version=version, vocab=vocab, gpu=gpu,
-                    model=catalog.resolve_model(spec.model_id), weight=weight, kv=kv)
+    model = catalog.resolve_model(spec.model_id)
+    bits = weight.bits_per_weight
+    part_bits = (shipped_checkpoints().part_bits(model.id, weight.id, {d.id: d.bits_per_weight
+                                                                       for d in catalog.weight_dtypes})
+                 if model is not None else PartBits(bits, bits, bits, bits))
+    return Context(spec=spec, engine=engine, version=version, vocab=vocab, gpu=gpu, model=model, weight=weight,
+                   kv=kv, part_bits=part_bits)
 
 
 def check_values(ctx: Context) -> None:
@@ -144,13 +152,14 @@ def check_model_fit(ctx: Context) -> None:
     if s.max_model_len is not None and s.max_model_len > m.max_position_embeddings:
         raise LaunchError(f"max_model_len {s.max_model_len} exceeds the {m.max_position_embeddings}-token "
                           f"context of {m.id}")
-    weights_gb_per_gpu = m.total_params_b * ctx.weight.bits_per_weight / 8 / (s.tp * s.pp)
-    if s.dp > 1 or s.ep is not None:    # the experts are shared by the DP ranks: moe_layout's split per GPU
-        layout = Layout(tp=s.tp, pp=s.pp, dp=s.dp, ep=s.ep or 1)
-        try:
-            weights_gb_per_gpu = weight_bytes_per_rank(m, layout, ctx.weight.bits_per_weight).total_bytes / GB_BYTES
-        except LayoutError as exc:
-            raise LaunchError(str(exc)) from exc
+    # the checkpoint's parts at their own bits (gpt-oss: MXFP4 experts, BF16 attention); the experts shared by
+    # the DP ranks: moe_layout's split per GPU
+    layout = Layout(tp=s.tp, pp=s.pp, dp=s.dp, ep=s.ep or 1)
+    try:
+        weights_gb_per_gpu = weight_bytes_per_rank(m, layout, ctx.weight.bits_per_weight,
+                                                   parts=ctx.part_bits).total_bytes / GB_BYTES
+    except LayoutError as exc:
+        raise LaunchError(str(exc)) from exc
     # weights offloaded to host memory (vLLM --cpu-offload-gb, per GPU) do not stay on the GPU
     weights_gb_per_gpu -= s.cpu_offload_gb or 0.0
     if weights_gb_per_gpu >= ctx.gpu.memory_gb:

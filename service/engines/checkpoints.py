@@ -11,9 +11,8 @@ engines' quantisation tools start from 16-bit weights.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 
-from gpu_catalog.checkpoints import CheckpointCatalog, CheckpointSpec, load_checkpoints
+from gpu_catalog.checkpoints import CheckpointCatalog, CheckpointSpec, shipped_checkpoints
 from gpu_catalog.schema import ModelSpec
 from service.engines.base import Context, Engine, name_tokens
 from service.engines.errors import CheckpointError
@@ -37,10 +36,9 @@ CHECKPOINT_SUFFIX = {"fp8": "fp8", "int4-awq": "awq-int4", "int4-gptq": "gptq-in
                       "w4a8-awq": "w4a8-awq", "nvfp4": "nvfp4"}
 
 
-@lru_cache(maxsize=1)
 def checkpoint_catalog() -> CheckpointCatalog:
     """The published checkpoints (gpu_catalog/data/checkpoints.yaml, validated against the shipped catalog)."""
-    return load_checkpoints()
+    return shipped_checkpoints()
 
 
 def checkpoint_weight_dtype(model_id: str, model: ModelSpec | None) -> str | None:

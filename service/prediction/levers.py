@@ -206,30 +206,31 @@ def draft_sizes(t: Tables, c: Candidates, model: ModelSpec, model_idx: int, draf
     """The draft of candidates ``c`` (one model, one method):
 
     - MTP: ``modules`` modules of the model's own kind (``moe_layout.mtp_params``; DeepSeek-V3: an MoE layer
-      with every routed expert, 11.61 B parameters), in the weight dtype, placed as the main model's layers (the
-      routed experts over the stage's tp x dp GPUs, the rest split by TP); the embedding and LM head are the
+      with every routed expert, 11.61 B parameters), stored as the checkpoint stores the model's own layers
+      (``Tables.nonrouted_w_bytes``, ``routed_w_bytes``) and placed as they are (the routed experts over the
+      stage's tp x dp GPUs, the rest split by TP); the embedding and LM head are the
       main model's, so memory adds none, but each pass reads the LM head (its logits), and one module;
     - EAGLE-3 head: one decoder layer of the target's dense weights plus its own LM head (head sizes are not in
       the catalog);
     - draft model: its whole weights in the target's dtype; n-gram lookup: nothing."""
-    w_bytes = t.w_bits[c.wdtype] / 8.0
     tp = c.tp
     zero = np.zeros(len(tp))
     m = model_idx
     if method == "mtp":
         p = mtp_params(model, modules)
         dp = c.dp if c.dp is not None else np.ones_like(tp)
-        dense = p.dense_params * w_bytes / tp
-        experts = p.routed_expert_params * w_bytes / np.maximum(tp * dp, c.ep)
+        dense = p.dense_params * t.nonrouted_w_bytes[m, c.wdtype] / tp
+        experts = p.routed_expert_params * t.routed_w_bytes[m, c.wdtype] / np.maximum(tp * dp, c.ep)
         head_read = float(t.lm_head_params[m]) * t.act_bytes / tp
         return DraftSizes(weights_bytes=dense + experts, pass_bytes=dense / modules + head_read,
                           expert_bytes=experts / modules)
     if method == "eagle3":
-        layer = float(t.linear_params[m] - t.expert_params[m]) / max(float(t.layers[m]), 1.0) * w_bytes
+        layer_params = float(t.linear_params[m] - t.expert_params[m]) / max(float(t.layers[m]), 1.0)
+        layer = layer_params * t.nonrouted_w_bytes[m, c.wdtype]
         head = (layer + float(t.lm_head_params[m]) * t.act_bytes) / tp
         return DraftSizes(weights_bytes=head, pass_bytes=head, expert_bytes=zero)
     if method == "draft_model" and draft_idx is not None:
-        d = draft_idx
+        d, w_bytes = draft_idx, t.w_bits[c.wdtype] / 8.0
         whole = (float(t.linear_params[d]) * w_bytes + float(t.embedding_params[d]) * t.act_bytes) / tp
         return DraftSizes(weights_bytes=whole, pass_bytes=whole, expert_bytes=zero)
     return DraftSizes(weights_bytes=zero, pass_bytes=zero, expert_bytes=zero)
@@ -242,7 +243,7 @@ def draft_kv_tok_bytes(t: Tables, c: Candidates, s: Static, method: str | None, 
     if method in ("eagle3", "mtp"):
         return np.asarray(s.kv_tok_layer_bytes, dtype=np.float64)
     if method == "draft_model" and draft_idx is not None:
-        d = draft_idx
+        d, w_bytes = draft_idx, t.w_bits[c.wdtype] / 8.0
         heads_gpu = np.ceil(t.kv_heads[d] / c.tp)
         elems = np.where(t.is_mla[d], t.kv_elems_per_layer[d], t.kv_elems_per_layer[d] * heads_gpu / t.kv_heads[d])
         return np.asarray(t.kv_bits[c.kvdtype] / 8.0 * elems * t.layers[d], dtype=np.float64)

@@ -88,7 +88,9 @@ def _set(section: str, index: int, key: str, value: Any) -> Any:
         ("native", 0, "weight_dtype", "bf16", "native.weight_dtype", "16-bit releases are the default"),
         ("checkpoints", 3, "repo_id", "not a repo id", "repo_id", "owner/name"),
         ("checkpoints", 1, "source", "a card somewhere", "source", "https://"),
-        ("native", 5, "notes", "", None, "needs `notes` naming the format"),
+        ("native", 4, "unquantised_dtype", "fp6", "native.unquantised_dtype", "unknown weight dtype 'fp6'"),
+        ("native", 4, "bits_per_weight", 0, "bits_per_weight", "greater than 0"),
+        ("native", 4, "quantised_parts", ["experts"], "quantised_parts.0", "routed_experts"),
     ],
 )
 def test_bad_entry_is_named_with_row_and_field(
@@ -101,6 +103,28 @@ def test_bad_entry_is_named_with_row_and_field(
     assert err.value.row == index + 1
     assert err.value.field == field
     assert words in err.value.message
+
+
+def test_release_format_without_dtype_needs_notes(tmp_path: Path) -> None:
+    def edit(raw: dict[str, Any]) -> None:
+        raw["native"][0].update(weight_dtype=None, notes="")
+
+    with pytest.raises(CatalogError, match="needs `notes` naming the format"):
+        load_checkpoints(_copy_with(tmp_path, edit))
+
+
+def test_parts_a_checkpoint_quantises() -> None:
+    cat = load_catalog()
+    ckpts = load_checkpoints(catalog=cat)
+    bits = {d.id: d.bits_per_weight for d in cat.weight_dtypes}
+    # gpt-oss ships MXFP4 routed experts beside BF16 attention (modules_to_not_convert)
+    oss = ckpts.part_bits("openai/gpt-oss-120b", "mxfp4", bits)
+    assert (oss.routed_experts, oss.attention) == (bits["mxfp4"], bits["bf16"])
+    # AMD's MXFP4 Kimi keeps attention in FP8
+    assert ckpts.part_bits("moonshotai/Kimi-K2.5", "mxfp4", bits).attention == bits["fp8"]
+    # no entry: an engine's quantisation step quantises every linear weight
+    llama = ckpts.part_bits("meta-llama/Llama-3.1-8B", "int4-awq", bits)
+    assert {llama.attention, llama.dense_mlp, llama.shared_experts, llama.routed_experts} == {bits["int4-awq"]}
 
 
 def test_duplicate_repository_is_rejected(tmp_path: Path) -> None:

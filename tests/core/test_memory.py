@@ -28,6 +28,17 @@ def test_llama_31_8b_weights_by_dtype(wd: str, expected_bytes: float) -> None:
     assert r.weights_bytes[0] == pytest.approx(expected_bytes, rel=1e-9)
 
 
+def test_gpt_oss_120b_keeps_attention_in_bf16_beside_mxfp4_experts() -> None:
+    # config.json: hidden 2880, 36 layers, 64 query and 8 KV heads of 64, 128 experts of 3 x 2880 x 2880, vocab
+    # 201,088 (untied); only the experts are MXFP4 (4.25 bits), attention, router and embeddings BF16
+    attention = 2880 * (64 + 8 + 8 + 64) * 64 * 36
+    experts = 3 * 2880 * 2880 * 128 * 36
+    embeddings, router = 2 * 201_088 * 2880, 2880 * 128 * 36
+    expected = (attention + embeddings + router) * 2 + experts * 4.25 / 8          # 65.17 GB
+    r = run(cand("openai/gpt-oss-120b", "h100-sxm", wd="mxfp4"))
+    assert r.weights_bytes[0] == pytest.approx(expected, rel=1e-3)
+
+
 def test_llama_31_70b_kv_per_token_through_the_model() -> None:
     # 2 x 80 layers x 8 KV heads x 128 x 2 B = 327,680 B per token on one GPU; TP=2 halves the heads per GPU
     one = run(cand("meta-llama/Llama-3.1-70B", "h200-sxm", isl=1000, osl=24))
