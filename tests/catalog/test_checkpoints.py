@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpu_catalog.checkpoints import CHECKPOINTS_FILE, load_checkpoints
+from gpu_catalog.checkpoints import CHECKPOINTS_FILE, PartBits, load_checkpoints
 from gpu_catalog.loader import DATA_DIR, CatalogError, load_catalog
 
 
@@ -39,11 +39,11 @@ def test_releases_that_ship_quantised_weights() -> None:
     assert ckpts.published_dtypes("deepseek-ai/DeepSeek-R1") == {"fp8", "nvfp4", "mxfp4"}
     assert "nvidia/DeepSeek-R1-FP4" in {c.repo_id for c in ckpts.for_model("deepseek-ai/DeepSeek-R1", "nvfp4")}
     assert ckpts.published_dtypes("huggyllama/llama-7b") == {"bf16", "fp16"}
-    # Kimi-K2.5 ships INT4 with group-32 scales, a format dtypes.yaml does not have: it is served only from the
+    # Kimi-K2.5 ships INT4 weight-only routed experts (group-32 scales) and is served as that release or from the
     # published NVFP4 and MXFP4 checkpoints, never as a 16-bit release.
     assert not ckpts.ships_16bit("moonshotai/Kimi-K2.5")
-    assert ckpts.native_weight_dtype("moonshotai/Kimi-K2.5") is None
-    assert ckpts.published_dtypes("moonshotai/Kimi-K2.5") == {"nvfp4", "mxfp4"}
+    assert ckpts.native_weight_dtype("moonshotai/Kimi-K2.5") == "int4-wo"
+    assert ckpts.published_dtypes("moonshotai/Kimi-K2.5") == {"int4-wo", "nvfp4", "mxfp4"}
     found = ckpts.by_repo_id("QWEN/qwen3-235b-a22b-fp8")
     assert found is not None and (found.model, found.weight_dtype) == ("Qwen/Qwen3-235B-A22B", "fp8")
 
@@ -120,6 +120,9 @@ def test_parts_a_checkpoint_quantises() -> None:
     # gpt-oss ships MXFP4 routed experts beside BF16 attention (modules_to_not_convert)
     oss = ckpts.part_bits("openai/gpt-oss-120b", "mxfp4", bits)
     assert (oss.routed_experts, oss.attention) == (bits["mxfp4"], bits["bf16"])
+    # Kimi-K2.5's release: INT4 routed experts at 4 + 16/32 bits, everything else BF16
+    kimi = ckpts.part_bits("moonshotai/Kimi-K2.5", "int4-wo", bits)
+    assert kimi == PartBits(attention=16.0, dense_mlp=16.0, shared_experts=16.0, routed_experts=4.5)
     # AMD's MXFP4 Kimi keeps attention in FP8
     assert ckpts.part_bits("moonshotai/Kimi-K2.5", "mxfp4", bits).attention == bits["fp8"]
     # no entry: an engine's quantisation step quantises every linear weight

@@ -39,6 +39,13 @@ def test_gpt_oss_120b_keeps_attention_in_bf16_beside_mxfp4_experts() -> None:
     assert r.weights_bytes[0] == pytest.approx(expected, rel=1e-3)
 
 
+def test_kimi_k25_release_stores_int4_experts_with_group_32_scales_and_the_rest_in_bf16() -> None:
+    native = run(cand("moonshotai/Kimi-K2.5", "h200-sxm", wd="int4-wo", tp=8))
+    # the same model quantised by an engine step: every linear weight at int4-wo's 4 bits
+    awq = run(cand("moonshotai/Kimi-K2.5", "h200-sxm", wd="int4-awq", tp=8))
+    assert native.weights_bytes[0] > awq.weights_bytes[0] + 3e9
+
+
 def test_llama_31_70b_kv_per_token_through_the_model() -> None:
     # 2 x 80 layers x 8 KV heads x 128 x 2 B = 327,680 B per token on one GPU; TP=2 halves the heads per GPU
     one = run(cand("meta-llama/Llama-3.1-70B", "h200-sxm", isl=1000, osl=24))
