@@ -89,9 +89,13 @@ def _part_bytes(models: list[Any], catalog: Catalog, checkpoints: CheckpointCata
     """(model, weight dtype) bytes per weight of the routed experts, the attention weights and the mean over
     the non-routed linear weights (weighted by each part's parameters, moe_layout.param_split)."""
     dtype_bits = {d.id: d.bits_per_weight for d in catalog.weight_dtypes}
-    shape = (len(models), len(catalog.weight_dtypes))
-    routed, attn, nonrouted = np.empty(shape), np.empty(shape), np.empty(shape)
+    # every linear weight at its dtype's bits, except for the models the checkpoints list
+    whole = np.tile(np.asarray(list(dtype_bits.values())) / 8.0, (len(models), 1))
+    routed, attn, nonrouted = whole.copy(), whole.copy(), whole.copy()
+    listed = {e.model for e in (*checkpoints.native, *checkpoints.checkpoints)}
     for mi, m in enumerate(models):
+        if m.id not in listed:
+            continue
         p = param_split(m)
         attn_p = p.attn_split_params + p.attn_kv_params + p.attn_replicated_params
         for wi, d in enumerate(catalog.weight_dtypes):
