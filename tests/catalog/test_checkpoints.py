@@ -39,8 +39,8 @@ def test_releases_that_ship_quantised_weights() -> None:
     assert ckpts.published_dtypes("deepseek-ai/DeepSeek-R1") == {"fp8", "nvfp4", "mxfp4"}
     assert "nvidia/DeepSeek-R1-FP4" in {c.repo_id for c in ckpts.for_model("deepseek-ai/DeepSeek-R1", "nvfp4")}
     assert ckpts.published_dtypes("huggyllama/llama-7b") == {"bf16", "fp16"}
-    # Kimi-K2.5 ships INT4 weight-only routed experts (group-32 scales) and is served as that release or from the
-    # published NVFP4 and MXFP4 checkpoints, never as a 16-bit release.
+    # Kimi-K2.5 ships INT4 weight-only routed experts (group-32 scales); beside that release, NVFP4 and MXFP4
+    # checkpoints are published, and no 16-bit release.
     assert not ckpts.ships_16bit("moonshotai/Kimi-K2.5")
     assert ckpts.native_weight_dtype("moonshotai/Kimi-K2.5") == "int4-wo"
     assert ckpts.published_dtypes("moonshotai/Kimi-K2.5") == {"int4-wo", "nvfp4", "mxfp4"}
