@@ -9,9 +9,8 @@ bad value raises ``CatalogError`` naming the file, the row and the field, as ``g
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from collections.abc import Mapping
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Annotated, Literal

@@ -243,7 +243,7 @@ def draft_kv_tok_bytes(t: Tables, c: Candidates, s: Static, method: str | None, 
     if method in ("eagle3", "mtp"):
         return np.asarray(s.kv_tok_layer_bytes, dtype=np.float64)
     if method == "draft_model" and draft_idx is not None:
-        d, w_bytes = draft_idx, t.w_bits[c.wdtype] / 8.0
+        d = draft_idx
         heads_gpu = np.ceil(t.kv_heads[d] / c.tp)
         elems = np.where(t.is_mla[d], t.kv_elems_per_layer[d], t.kv_elems_per_layer[d] * heads_gpu / t.kv_heads[d])
         return np.asarray(t.kv_bits[c.kvdtype] / 8.0 * elems * t.layers[d], dtype=np.float64)
