@@ -107,7 +107,7 @@ def write_rows(path: Path, ms: MeasurementSet, pred: NDArray[np.float64]) -> int
     lat = np.flatnonzero(latency_rows(ms))
     buckets = bucket_labels(ms)
     c = ms.cand
-    dp = c.dp if c.dp is not None else np.ones(len(ms))
+    dp = c.dp_ranks
 
     def cell(v: float, scale: float) -> str:
         return f"{v * scale:.6g}" if np.isfinite(v) else ""

@@ -52,6 +52,11 @@ class Candidates:
         if self.dp is None:
             self.dp = np.ones(len(self.tp))
 
+    @property
+    def dp_ranks(self) -> F:
+        """``dp`` as an array (1 where none was given): __post_init__ fills it, the field's type cannot say so."""
+        return self.dp if self.dp is not None else np.ones(len(self.tp))
+
     def __len__(self) -> int:
         return int(self.tp.shape[0])
 

@@ -184,7 +184,7 @@ def static_terms(t: Tables, c: Candidates) -> Static:
     gemm = np.where(rate_native > 0, rate_native, rate_fallback)
     runnable = gemm > 0
 
-    dp = c.dp if c.dp is not None else np.ones_like(tp)
+    dp = c.dp_ranks
     # the routed experts of a stage are spread over all tp x dp GPUs of it, whatever the EP split
     expert_bytes = t.expert_params[m] * t.routed_w_bytes[m, c.wdtype] / (np.maximum(tp * dp, c.ep) * pp)
     dense_bytes = ((t.linear_params[m] - t.expert_params[m]) * t.nonrouted_w_bytes[m, c.wdtype]

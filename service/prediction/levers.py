@@ -218,7 +218,7 @@ def draft_sizes(t: Tables, c: Candidates, model: ModelSpec, model_idx: int, draf
     m = model_idx
     if method == "mtp":
         p = mtp_params(model, modules)
-        dp = c.dp if c.dp is not None else np.ones_like(tp)
+        dp = c.dp_ranks
         dense = p.dense_params * t.nonrouted_w_bytes[m, c.wdtype] / tp
         experts = p.routed_expert_params * t.routed_w_bytes[m, c.wdtype] / np.maximum(tp * dp, c.ep)
         head_read = float(t.lm_head_params[m]) * t.act_bytes / tp

@@ -302,7 +302,7 @@ def split_layout(ms: MeasurementSet) -> NDArray[np.bool_]:
     """Mask of the rows run with attention data parallelism or expert parallelism (dp > 1 or ep > 1): MoE
     layouts whose latency holds the all-to-all and the DP ranks' shared expert steps, absent from every other
     layout."""
-    dp = ms.cand.dp if ms.cand.dp is not None else np.ones(len(ms))
+    dp = ms.cand.dp_ranks
     return np.asarray((dp > 1) | (ms.cand.ep > 1), dtype=bool)
 
 
