@@ -57,6 +57,11 @@ class PartBits:
     shared_experts: float
     routed_experts: float
 
+    @classmethod
+    def uniform(cls, bits: float) -> PartBits:
+        """Every linear weight at ``bits`` (what an engine's quantisation step makes)."""
+        return cls(bits, bits, bits, bits)
+
 
 class _ModelDtype(_Strict):
     model: str = Field(description="catalog model id (canonical)")
@@ -156,7 +161,7 @@ class CheckpointCatalog:
         entry = self.serving_entry(model_id, weight_dtype)
         bits = dtype_bits[weight_dtype]
         if entry is None:
-            return PartBits(bits, bits, bits, bits)
+            return PartBits.uniform(bits)
         quantised = entry.bits_per_weight if entry.bits_per_weight is not None else bits
         other = dtype_bits[entry.unquantised_dtype]
         return PartBits(**{p: quantised if p in entry.quantised_parts else other for p in QUANTISED_PARTS})

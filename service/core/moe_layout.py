@@ -106,6 +106,11 @@ class ParamSplit:
     moe_layers: int
 
     @property
+    def attention_params(self) -> float:
+        """Every attention weight: query/output, key/value and MLA down-projections."""
+        return self.attn_split_params + self.attn_kv_params + self.attn_replicated_params
+
+    @property
     def total_params(self) -> float:
         return sum(getattr(self, f.name) for f in fields(self) if f.name.endswith("_params"))
 
@@ -177,7 +182,7 @@ def mtp_params(m: ModelSpec, modules: int) -> MtpParams:
     and output head are the main model's (DeepSeek-V3 report, arXiv 2412.19437 section 2.2)."""
     p = param_split(m)
     h, n = m.hidden_size, max(m.num_layers, 1)
-    attention = (p.attn_split_params + p.attn_kv_params + p.attn_replicated_params) / n
+    attention = p.attention_params / n
     norms = (p.norm_params - h) / n       # per layer: the model's norms less its final norm (h), not repeated
     if p.moe_layers:
         mlp = (p.shared_expert_params + p.router_params) / p.moe_layers
@@ -219,7 +224,7 @@ def weight_bytes_per_rank(
     check_layout(m, layout)
     s = param_split(m)
     tp, pp = layout.tp, layout.pp
-    b = parts if parts is not None else PartBits(linear_bits, linear_bits, linear_bits, linear_bits)
+    b = parts if parts is not None else PartBits.uniform(linear_bits)
     lin, raw = linear_bits / 8.0, unquantised_bits / 8.0
     kv_share = math.ceil(m.num_kv_heads / tp) / m.num_kv_heads
     attention = (s.attn_split_params / tp + s.attn_kv_params * kv_share + s.attn_replicated_params) * b.attention / 8

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_catalog.checkpoints import CheckpointCatalog, PartBits, shipped_checkpoints
+from gpu_catalog.checkpoints import CheckpointCatalog, shipped_checkpoints
 from gpu_catalog.loader import Catalog
 from gpu_catalog.schema import CostConstants
 from service.core.architecture import arch_numbers
@@ -97,10 +97,9 @@ def _part_bytes(models: list[Any], catalog: Catalog, checkpoints: CheckpointCata
         if m.id not in listed:
             continue
         p = param_split(m)
-        attn_p = p.attn_split_params + p.attn_kv_params + p.attn_replicated_params
         for wi, d in enumerate(catalog.weight_dtypes):
-            b: PartBits = checkpoints.part_bits(m.id, d.id, dtype_bits)
-            parts = ((attn_p, b.attention), (p.dense_mlp_params, b.dense_mlp),
+            b = checkpoints.part_bits(m.id, d.id, dtype_bits)
+            parts = ((p.attention_params, b.attention), (p.dense_mlp_params, b.dense_mlp),
                      (p.shared_expert_params, b.shared_experts), (p.other_params, d.bits_per_weight))
             total = sum(n for n, _ in parts)
             mean_bits = sum(n * bits for n, bits in parts) / total if total > 0 else d.bits_per_weight

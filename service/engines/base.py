@@ -114,10 +114,9 @@ def resolve_context(spec: LaunchSpec, catalog: Catalog, vocab_dir: Path | None) 
                               f"GPUs such as {gpu.name} (gpu_catalog/data/support.yaml)")
     vocab = vocabulary(engine.id, version, vocab_dir)
     model = catalog.resolve_model(spec.model_id)
-    bits = weight.bits_per_weight
     part_bits = (shipped_checkpoints().part_bits(model.id, weight.id, {d.id: d.bits_per_weight
                                                                        for d in catalog.weight_dtypes})
-                 if model is not None else PartBits(bits, bits, bits, bits))
+                 if model is not None else PartBits.uniform(weight.bits_per_weight))
     return Context(spec=spec, engine=engine, version=version, vocab=vocab, gpu=gpu, model=model, weight=weight,
                    kv=kv, part_bits=part_bits)
 

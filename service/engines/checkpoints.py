@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpu_catalog.checkpoints import CheckpointCatalog, CheckpointSpec, shipped_checkpoints
+from gpu_catalog.checkpoints import CheckpointSpec, shipped_checkpoints
 from gpu_catalog.schema import ModelSpec
 from service.engines.base import Context, Engine, name_tokens
 from service.engines.errors import CheckpointError
@@ -36,15 +36,10 @@ CHECKPOINT_SUFFIX = {"fp8": "fp8", "int4-awq": "awq-int4", "int4-gptq": "gptq-in
                       "w4a8-awq": "w4a8-awq", "nvfp4": "nvfp4"}
 
 
-def checkpoint_catalog() -> CheckpointCatalog:
-    """The published checkpoints (gpu_catalog/data/checkpoints.yaml, validated against the shipped catalog)."""
-    return shipped_checkpoints()
-
-
 def checkpoint_weight_dtype(model_id: str, model: ModelSpec | None) -> str | None:
     """The weight dtype a repo id already carries: a recorded checkpoint's, a catalog model's release dtype
     (None for a 16-bit release), or for an unknown repository the dtype its name marks; None for 16-bit."""
-    ckpts = checkpoint_catalog()
+    ckpts = shipped_checkpoints()
     recorded = ckpts.by_repo_id(model_id)
     if recorded is not None:
         return recorded.weight_dtype
@@ -62,7 +57,7 @@ def offered_weight_dtypes(model: ModelSpec | None) -> set[str] | None:
     (no engine's quantisation step starts from its weights). None: any dtype a quantisation step produces."""
     if model is None:
         return None
-    ckpts = checkpoint_catalog()
+    ckpts = shipped_checkpoints()
     if ckpts.ships_16bit(model.id):
         return None
     return ckpts.published_dtypes(model.id)
@@ -70,7 +65,7 @@ def offered_weight_dtypes(model: ModelSpec | None) -> set[str] | None:
 
 def published_for(model: ModelSpec | None, weight_dtype: str) -> list[CheckpointSpec]:
     """The recorded pre-quantised repositories of ``model`` in ``weight_dtype`` (file order)."""
-    return [] if model is None else checkpoint_catalog().for_model(model.id, weight_dtype)
+    return [] if model is None else shipped_checkpoints().for_model(model.id, weight_dtype)
 
 
 @dataclass
@@ -90,14 +85,14 @@ def output_dir(model_id: str, weight_dtype: str) -> str:
 def plan_checkpoint(ctx: Context, engine: Engine) -> Checkpoint:
     s, w = ctx.spec, ctx.weight.id
     if s.checkpoint:
-        recorded = checkpoint_catalog().by_repo_id(s.checkpoint)
+        recorded = shipped_checkpoints().by_repo_id(s.checkpoint)
         if recorded is not None and recorded.weight_dtype != w:
             raise CheckpointError(f"checkpoint {recorded.repo_id} holds {recorded.weight_dtype} weights, not {w}")
         return Checkpoint(served=s.checkpoint, local=s.checkpoint.startswith(("/", "./", "../")), notes=[
             f"Serving the named checkpoint {s.checkpoint}; it must already hold {ctx.weight.name} weights "
             "(its quantization config is read from the checkpoint)."])
     carried = checkpoint_weight_dtype(s.model_id, ctx.model)
-    ships_16bit = carried is None and (ctx.model is None or checkpoint_catalog().ships_16bit(ctx.model.id))
+    ships_16bit = carried is None and (ctx.model is None or shipped_checkpoints().ships_16bit(ctx.model.id))
     if w in _SIXTEEN_BIT and ships_16bit:
         return Checkpoint(served=s.model_id, local=False)
     if carried == w:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpu_catalog.checkpoints import shipped_checkpoints
 from gpu_catalog.schema import GpuSpec, ModelSpec
 from service.core.moe_layout import Layout, LayoutError, check_layout
-from service.engines.checkpoints import checkpoint_catalog
 from service.engines.registry import engine_for, foreign_memory_setting
 from service.errors import InvalidRequest, unknown_id_detail
 from service.prediction.inline_model import inline_model_spec
@@ -60,7 +60,7 @@ def check_checkpoint(model: ModelSpec, dep: Deployment, prefix: list[str | int])
     """A named checkpoint must be a published checkpoint of the model holding the deployment's weight dtype."""
     if dep.checkpoint is None:
         return
-    ckpts = checkpoint_catalog()
+    ckpts = shipped_checkpoints()
     valid = [c.repo_id for c in ckpts.for_model(model.id, dep.weight_dtype)]
     found = ckpts.by_repo_id(dep.checkpoint)
     if found is None or found.model != model.id or found.weight_dtype != dep.weight_dtype:

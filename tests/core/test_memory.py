@@ -41,7 +41,8 @@ def test_gpt_oss_120b_keeps_attention_in_bf16_beside_mxfp4_experts() -> None:
 
 def test_kimi_k25_release_stores_int4_experts_with_group_32_scales_and_the_rest_in_bf16() -> None:
     native = run(cand("moonshotai/Kimi-K2.5", "h200-sxm", wd="int4-wo", tp=8))
-    # the same model quantised by an engine step: every linear weight at int4-wo's 4 bits
+    # the same model quantised by an engine step: every linear weight at INT4 AWQ's 4.16 bits, where the release
+    # keeps its 9.2 B non-routed linear parameters (moe_layout.param_split) in BF16 and its experts at 4.5 bits
     awq = run(cand("moonshotai/Kimi-K2.5", "h200-sxm", wd="int4-awq", tp=8))
     assert native.weights_bytes[0] > awq.weights_bytes[0] + 3e9
 
