@@ -35,7 +35,7 @@ class Static:
     bw_bytes_s: F
     link_bytes_s: F
     weights: F                   # bytes per GPU
-    dense_weights: F             # bytes per GPU that every step reads
+    dense_weights: F             # bytes per GPU that every step reads (an untied input embedding: not the table)
     expert_weights: F            # bytes per GPU of routed experts
     activations: F
     overhead: F
@@ -192,6 +192,10 @@ def static_terms(t: Tables, c: Candidates) -> Static:
     # MLA down-projections stay whole on every TP rank (ReplicatedLinear): the share TP does not split
     dense_bytes = dense_bytes + t.replicated_params[m] * t.attn_w_bytes[m, c.wdtype] * (1.0 - 1.0 / tp) / pp
     weights = dense_bytes + expert_bytes
+    # what a step reads of them: an untied input embedding is a lookup of one row per token, not the table
+    # (a tied one is read whole as the LM head's GEMM, which the LM head bytes already count)
+    lookup_bytes = np.maximum(t.embedding_params[m] - t.lm_head_params[m], 0.0) * t.act_bytes / n_gpu
+    dense_read = dense_bytes - lookup_bytes
     kv_bytes_el = t.kv_bits[c.kvdtype] / 8.0
     kv_heads_gpu = np.ceil(t.kv_heads[m] / tp)
     elems_layer_gpu = np.where(t.is_mla[m], t.kv_elems_per_layer[m],
@@ -226,7 +230,7 @@ def static_terms(t: Tables, c: Candidates) -> Static:
     return Static(
         runnable=runnable, fits=fits, gemm_flops_s=np.maximum(gemm, 1.0),
         attn_flops_s=np.maximum(t.flops[g, 0], 1.0), bw_bytes_s=t.bw_bytes_s[g], link_bytes_s=t.link_bytes_s[g],
-        weights=weights, dense_weights=dense_bytes, expert_weights=expert_bytes, activations=activations,
+        weights=weights, dense_weights=dense_read, expert_weights=expert_bytes, activations=activations,
         overhead=overhead, kv_pool=kv_pool, seq_full=seq_full, seq_mean=seq_mean, max_conc_replica=max_conc,
         cap_mean=cap_mean, isl=isl, osl=osl, tp=tp, pp=pp, n_gpu=n_gpu, replicas=np.maximum(c.replicas, 1.0) * dp,
         max_batched_tok=c.max_batched_tok, mode=c.mode, load=c.load, lin_flops_tok=lin_tok, dec_flops_tok=dec_tok,

@@ -53,7 +53,7 @@ class StepModel:
     ar_latency_s: F              # fixed latency of a forward pass's all-reduces
     pp_handoff_s: F              # pipeline stage hand-offs of one forward pass
     ar_bytes_tok: F
-    weights_read_s: F            # reading every stage's weights once
+    weights_read_s: F            # reading every stage's weights once (what a step reads of them: no lookup table)
     c_prefill_s: F               # prefill_tok_s at the workload's prompt length
     prefill_compute_s: F         # compute of the workload's whole prompt alone
     prefill_alone_s: F           # the workload's prompt alone on an idle replica (no step overhead)
@@ -184,7 +184,8 @@ def step_model(s: Static, p: Params) -> StepModel:
     sm = StepModel(
         s=s, pp=pp, gemm_rate_flops_s=gemm_rate, attn_rate_flops_s=attn_rate, bw_bytes_s=bw, link_bytes_s=link,
         comm_per_tok_s=comm_per_tok, ar_latency_s=s.ar_count * p.allreduce_latency_s, pp_handoff_s=pp_handoff,
-        ar_bytes_tok=s.ar_bytes_tok, weights_read_s=s.weights * pp / bw, c_prefill_s=c_prefill,
+        ar_bytes_tok=s.ar_bytes_tok, weights_read_s=(s.dense_weights + s.expert_weights) * pp / bw,
+        c_prefill_s=c_prefill,
         prefill_compute_s=prefill_compute, prefill_alone_s=prefill_compute, log_miss=log_miss,
         moe=s.expert_weights > 0, dense_s=s.dense_weights / bw, expert_s=s.expert_weights / bw,
         seq_s=s.seq_mean / bw, flop_s_seq=s.dec_flops_tok / (s.n_gpu * gemm_rate),
