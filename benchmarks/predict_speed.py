@@ -90,7 +90,8 @@ def _grid(n_target: int) -> tuple[Any, Candidates, Params]:
         model=g[:, 0].astype(np.int64), gpu=g[:, 1].astype(np.int64), wdtype=g[:, 2].astype(np.int64),
         kvdtype=np.full(n, idx["kvdtype"]["auto"]), budget=np.zeros(n, dtype=np.int64), tp=g[:, 3].astype(float),
         pp=full(1.0), ep=full(1.0), replicas=full(1.0), max_num_seqs=full(256.0), max_batched_tok=full(8192.0),
-        mem_fraction=full(0.9), input_tok=full(1024.0), output_tok=full(256.0), mode=g[:, 4].astype(np.int64),
+        mem_fraction=full(0.9), reserve_full=full(0.0), input_tok=full(1024.0), output_tok=full(256.0),
+        mode=g[:, 4].astype(np.int64),
         load=g[:, 5].astype(float), context_tok=full(1280.0),
         first_wave_share=(g[:, 4] == MODES["offline"]).astype(float))
     params = Params(**{k: np.full(n, b.initial) for k, b in constants.initial_params.items()})

@@ -60,6 +60,7 @@ def core_speed(requests: int, repeats: int) -> None:
             wdtype=np.asarray([idx["wdtype"][wd]]), kvdtype=np.asarray([idx["kvdtype"]["auto"]]),
             budget=np.asarray([0 if engine == "vllm" else 1]), tp=one * tp, pp=one, ep=one, replicas=one,
             max_num_seqs=one * (1024 if engine == "vllm" else 2048), max_batched_tok=one * 8192, mem_fraction=one * 0.9,
+            reserve_full=one * (engine != "vllm"),
             input_tok=one * isl, output_tok=one * osl, mode=np.asarray([MODES[mode]]), load=one * load,
             context_tok=one * (isl + osl) * (4 if spread else 1), first_wave_share=one * (mode == "offline"))
         st = static_terms(t, c)

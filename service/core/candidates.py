@@ -37,6 +37,9 @@ class Candidates:
     max_num_seqs: F
     max_batched_tok: F
     mem_fraction: F             # vLLM gpu_memory_utilization, or TensorRT-LLM kv free fraction
+    # 1 where the engine admits a request only when KV for its whole prompt + output fits (TensorRT-LLM's
+    # GUARANTEED_NO_EVICT), 0 where it allocates KV as tokens are computed (vLLM): what the batch is capped by
+    reserve_full: F
     input_tok: F
     output_tok: F
     mode: I_

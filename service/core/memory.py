@@ -152,10 +152,12 @@ def capacity(t: Tables, c: Candidates, weights: F, overhead: F, runnable: B_, se
     kv_pool = np.where(c.budget == BUDGET_SHARE_OF_TOTAL, total_mem * c.mem_fraction - non_kv,
                        (total_mem - non_kv) * c.mem_fraction)
     kv_pool = np.maximum(kv_pool, 0.0)
+    # KV a running sequence holds on average: its mean context, or its whole sequence where admission reserves it
+    admitted = np.where(c.reserve_full > 0, seq_full, seq_mean)
     return Capacity(
         activations=activations, kv_pool=kv_pool, fits=(non_kv < total_mem) & (kv_pool >= seq_full) & runnable,
         max_conc=np.minimum(np.floor(kv_pool / np.maximum(seq_full, 1.0)), c.max_num_seqs),
-        cap_mean=np.maximum(np.minimum(np.floor(kv_pool / np.maximum(seq_mean, 1.0)), c.max_num_seqs), 1.0))
+        cap_mean=np.maximum(np.minimum(np.floor(kv_pool / np.maximum(admitted, 1.0)), c.max_num_seqs), 1.0))
 
 
 def a2a_bytes_per_token(t: Tables, c: Candidates, dp: F) -> F:

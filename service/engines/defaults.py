@@ -25,6 +25,7 @@ class EngineDefaults:
     mem_fraction: float          # vLLM gpu_memory_utilization / TensorRT-LLM kv free fraction
     budget: int                  # BUDGET_SHARE_OF_TOTAL | BUDGET_SHARE_OF_FREE
     source: str
+    reserve_full: bool           # KV for prompt + output is reserved when a request is admitted
 
 
 def is_current(engine: str, version: str | None, constants: CostConstants) -> bool:
@@ -42,12 +43,13 @@ def resolve(engine: str, version: str | None, gpu: GpuSpec, constants: CostConst
     """The settings ``engine`` at ``version`` would use on ``gpu`` when the operator gives none."""
     budget = constants.engines[engine]
     kind = BUDGET_SHARE_OF_TOTAL if budget.memory_budget == "share_of_total" else BUDGET_SHARE_OF_FREE
+    family = engine_for(engine)
     if not is_current(engine, version, constants):
         return EngineDefaults(budget.legacy_max_num_seqs, budget.legacy_max_num_batched_tokens,
-                              budget.legacy_gpu_memory_utilization, kind, f"costmodel.yaml engines.{engine}.legacy_*")
+                              budget.legacy_gpu_memory_utilization, kind, f"costmodel.yaml engines.{engine}.legacy_*",
+                              family.reserves_whole_sequences)
     vv = vocab_version_for(engine, version, data_dir)
     vocab = vocabulary(engine, vv, data_dir / "engines")
-    family = engine_for(engine)
     seqs, tokens = family.batch_defaults(vocab, gpu)
     return EngineDefaults(seqs, tokens, family.memory_fraction_default(vocab), kind,
-                          f"engines/{engine}-{vv}.yaml {family.defaults_source}")
+                          f"engines/{engine}-{vv}.yaml {family.defaults_source}", family.reserves_whole_sequences)

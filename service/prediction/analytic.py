@@ -76,15 +76,16 @@ def analyse(adv: Advisor, model: ModelSpec, wl: Workload, deps: list[Deployment]
                     adv.index["kvdtype"][dep.kv_dtype], defaults.budget))
         rows.append((float(dep.tp), float(dep.pp), float(dep.ep or 1), float(dep.replicas),
                      float(settings.max_num_seqs), float(settings.max_num_batched_tokens),
-                     settings.memory_fraction, float(settings.max_model_len), float(dep.dp)))
+                     settings.memory_fraction, float(settings.max_model_len), float(dep.dp),
+                     1.0 if defaults.reserve_full else 0.0))
         keys.append((calibration_engine(dep.engine, gpu.vendor), gpu.architecture, gpu.id, dep.weight_dtype))
         current.append(is_current(dep.engine, settings.engine_version, adv.constants))
     n = len(deps)
     ix = np.asarray(idx, dtype=np.int64).reshape(n, 4).T
-    f = np.asarray(rows, dtype=np.float64).reshape(n, 9).T
+    f = np.asarray(rows, dtype=np.float64).reshape(n, 10).T
     cand = Candidates(
         model=np.full(n, m_idx), gpu=ix[0], wdtype=ix[1], kvdtype=ix[2], budget=ix[3], tp=f[0], pp=f[1], ep=f[2],
-        replicas=f[3], max_num_seqs=f[4], max_batched_tok=f[5], mem_fraction=f[6],
+        replicas=f[3], max_num_seqs=f[4], max_batched_tok=f[5], mem_fraction=f[6], reserve_full=f[9],
         input_tok=np.full(n, float(wl.input_tokens)), output_tok=np.full(n, float(wl.output_tokens)),
         mode=np.full(n, MODES[wl.mode]), load=np.full(n, load), context_tok=f[7],
         first_wave_share=np.full(n, wl.first_wave_share), dp=f[8])

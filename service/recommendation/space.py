@@ -135,7 +135,8 @@ class LayoutTable:
 
     layouts: Layouts
     lay: NDArray[np.int64]                  # per layout: GPU, weight dtype, KV dtype (table indices), TP, PP, DP
-    dset: F                                 # per layout: engine default max_num_seqs, max tokens, memory share, budget
+    dset: F                                 # per layout: engine default max_num_seqs, max tokens, memory share, budget,
+                                            # whole-sequence KV reservation (1/0)
     price: F                                # per layout: USD per GPU-hour (NaN: no public price)
     params: F                               # per layout: fitted parameters (PARAM_NAMES order)
     seg_keys: list[tuple[str, str, str, str]]  # the calibration keys of the layouts' segments
@@ -177,7 +178,8 @@ def candidates(lay: NDArray[np.int64], dset: F, m_idx: int, wl: Workload, li: ND
         model=np.full(n, m_idx, dtype=np.int64), gpu=lay[li, 0], wdtype=lay[li, 1], kvdtype=lay[li, 2],
         budget=dset[li, 3].astype(np.int64), tp=tp,
         pp=lay[li, 4].astype(np.float64), ep=np.where(dp > 1, tp * dp, 1.0), replicas=reps, max_num_seqs=seqs,
-        max_batched_tok=toks, mem_fraction=dset[li, 2], input_tok=np.full(n, float(wl.input_tokens)),
+        max_batched_tok=toks, mem_fraction=dset[li, 2], reserve_full=dset[li, 4],
+        input_tok=np.full(n, float(wl.input_tokens)),
         output_tok=np.full(n, float(wl.output_tokens)), mode=np.full(n, MODES[wl.mode], dtype=np.int64),
         load=loads, context_tok=np.full(n, float(wl.context_tokens)),
         first_wave_share=np.full(n, wl.first_wave_share), dp=dp)
@@ -346,7 +348,7 @@ def layout_table(adv: Advisor, cache: LayoutCache, model: ModelSpec, versions: d
     w_idx: list[int] = []
     k_idx: list[int] = []
     tp_pp: list[tuple[int, int, int]] = []
-    block_settings: list[tuple[float, float, float, int]] = []   # default seqs, tokens, fraction, budget
+    block_settings: list[tuple[float, float, float, int, float]] = []   # seqs, tokens, fraction, budget, reserve
     block_price: list[float] = []
     # what an engine runs on a GPU architecture, and the TP/PP pairs of a node size: the same for many GPUs
     by_arch: dict[tuple[str, str], tuple[list[str], list[str], list[int], list[int]]] = {}
@@ -382,7 +384,7 @@ def layout_table(adv: Advisor, cache: LayoutCache, model: ModelSpec, versions: d
             tp_pp += pairs
             d = adv.defaults(e, v, gpu)
             block_settings.append((float(d.max_num_seqs), float(d.max_num_batched_tokens), d.mem_fraction,
-                                   d.budget))
+                                   d.budget, 1.0 if d.reserve_full else 0.0))
             block_price.append(gpu.price_usd_per_gpu_hour or np.nan)
     L = len(layouts)
     if not L:

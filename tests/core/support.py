@@ -31,7 +31,7 @@ PARAMS = Params(*(np.asarray(CONSTANTS.initial_params[n].initial) for n in PARAM
 
 def cand(model: str, gpu: str, *, wd: str = "bf16", kv: str = "auto", tp: int = 1, pp: int = 1, replicas: int = 1,
          seqs: float = 256, tokens: float = 8192, frac: float = 0.9, budget: int = BUDGET_SHARE_OF_TOTAL,
-         isl: float = 1024, osl: float = 256, mode: str = "concurrency", load: Any = 1.0,
+         reserve_full: bool = False, isl: float = 1024, osl: float = 256, mode: str = "concurrency", load: Any = 1.0,
          ctx: float | None = None) -> Candidates:
     """Candidates for one deployment; ``load`` may be an array (one candidate per value)."""
     loads = np.atleast_1d(np.asarray(load, dtype=np.float64))
@@ -47,7 +47,8 @@ def cand(model: str, gpu: str, *, wd: str = "bf16", kv: str = "auto", tp: int = 
         model=ints(IDX["model"][CATALOG.resolve_model(model).id]), gpu=ints(IDX["gpu"][gpu]),
         wdtype=ints(IDX["wdtype"][wd]), kvdtype=ints(IDX["kvdtype"][kv]), budget=ints(budget), tp=full(tp),
         pp=full(pp), ep=full(1), replicas=full(replicas), max_num_seqs=full(seqs), max_batched_tok=full(tokens),
-        mem_fraction=full(frac), input_tok=full(isl), output_tok=full(osl), mode=ints(MODES[mode]), load=loads,
+        mem_fraction=full(frac), reserve_full=full(1.0 if reserve_full else 0.0), input_tok=full(isl),
+        output_tok=full(osl), mode=ints(MODES[mode]), load=loads,
         context_tok=full(ctx if ctx is not None else isl + osl),
         first_wave_share=full(1.0 if mode == "offline" else 0.0))
 

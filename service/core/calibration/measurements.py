@@ -77,7 +77,8 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
     vendor = {g.id: g.vendor for g in catalog.gpus}
     cols: dict[str, list[Any]] = {k: [] for k in (
         "model", "gpu", "wdtype", "kvdtype", "budget", "tp", "pp", "ep", "replicas", "max_num_seqs", "max_batched_tok",
-        "mem_fraction", "input_tok", "output_tok", "mode", "load", "context_tok", "first_wave_share", "dp")}
+        "mem_fraction", "reserve_full", "input_tok", "output_tok", "mode", "load", "context_tok", "first_wave_share",
+        "dp")}
     y: list[tuple[float, float, float]] = []
     total: list[bool] = []
     current: list[bool] = []
@@ -183,6 +184,7 @@ def prepare(rows: Iterable[Mapping[str, Any]], catalog: Catalog, tables: Tables,
         cols["max_num_seqs"].append(d.max_num_seqs if math.isnan(max_batch) else max_batch)
         cols["max_batched_tok"].append(d.max_num_batched_tokens)
         cols["mem_fraction"].append(d.mem_fraction)
+        cols["reserve_full"].append(1.0 if d.reserve_full else 0.0)
         cols["input_tok"].append(i_tok)
         cols["output_tok"].append(o_tok)
         cols["mode"].append(MODES[mode])
