@@ -137,7 +137,8 @@ class Capacity:
     kv_pool: F
     fits: B_
     max_conc: F                  # sequences of the full context the KV pool holds (up to max_num_seqs)
-    cap_mean: F                  # sequences of the workload's mean context it holds (1 to max_num_seqs)
+    cap_mean: F                  # sequences it holds as the engine admits them (1 to max_num_seqs): of the workload's
+                                 # mean context, or whole sequences where admission reserves them (reserve_full)
 
 
 def capacity(t: Tables, c: Candidates, weights: F, overhead: F, runnable: B_, seq_full: F,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -9,10 +10,12 @@ import pytest
 from service.core.costmodel import (
     BUDGET_SHARE_OF_FREE,
     BUDGET_SHARE_OF_TOTAL,
+    static_terms,
 )
 from tests.core.support import (
     EMBED,
     LINEAR,
+    TABLES,
     cand,
     run,
 )
@@ -93,6 +96,28 @@ def test_trtllm_budgets_a_share_of_free_memory_vllm_of_total() -> None:
     non_kv = vllm.weights_bytes[0] + vllm.activations_bytes[0] + vllm.overhead_bytes[0]
     assert vllm.kv_cache_bytes[0] == pytest.approx(80e9 * 0.9 - non_kv)
     assert trt.kv_cache_bytes[0] == pytest.approx((80e9 - non_kv) * 0.9)
+
+
+def test_a_step_reads_an_untied_input_embedding_by_rows_and_a_tied_one_whole() -> None:
+    # Llama-3.1-8B unties its LM head: the input table (128,256 x 4,096 in BF16, half of EMBED) is held in memory
+    # but only looked up; Llama-3.2-1B ties them, so its one table is the LM head a step reads whole
+    for tp in (1, 2):
+        untied = static_terms(TABLES, cand("meta-llama/Llama-3.1-8B", "h100-sxm", tp=tp))
+        assert untied.weights[0] - untied.dense_weights[0] == pytest.approx(EMBED / 2 * 2 / tp, rel=1e-9)
+    tied = static_terms(TABLES, cand("meta-llama/Llama-3.2-1B", "h100-sxm"))
+    assert tied.dense_weights[0] == pytest.approx(tied.weights[0], rel=1e-12)
+
+
+def test_whole_sequence_reservation_caps_the_batch_by_whole_sequences() -> None:
+    # TensorRT-LLM's GUARANTEED_NO_EVICT admits a request when KV for prompt + output fits; vLLM allocates KV as
+    # tokens are computed, so at 128 in / 2,048 out it holds about (128 + 2,048) / (128 + 1,024) = 1.9x as many
+    kw: dict[str, Any] = {"isl": 128, "osl": 2048, "seqs": 1024}
+    as_computed = static_terms(TABLES, cand("meta-llama/Llama-3.1-8B", "h100-sxm", **kw))
+    reserved = static_terms(TABLES, cand("meta-llama/Llama-3.1-8B", "h100-sxm", reserve_full=True, **kw))
+    assert reserved.kv_pool[0] == as_computed.kv_pool[0]
+    assert reserved.cap_mean[0] == math.floor(reserved.kv_pool[0] / reserved.seq_full[0])
+    assert as_computed.cap_mean[0] == math.floor(as_computed.kv_pool[0] / as_computed.seq_mean[0])
+    assert as_computed.cap_mean[0] / reserved.cap_mean[0] == pytest.approx(2176 / 1152, rel=0.02)
 
 
 # --- physics as properties -----------------------------------------------------------------------
